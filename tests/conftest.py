@@ -1,0 +1,77 @@
+"""Shared fixtures: a real moto S3 server on a loopback port, fixture trials, CI-aware markers."""
+from __future__ import annotations
+
+import os
+import socket
+import uuid
+from collections.abc import Iterator
+from pathlib import Path
+
+import boto3
+import pytest
+
+REPO_ROOT = Path(__file__).resolve().parent.parent
+FIXTURE_TRIALS = REPO_ROOT.parent / "shared" / "fixtures" / "smdebug-trials"
+SMDEBUG_PYTHON = Path(os.environ.get("SDLOCAL_SMDEBUG_PYTHON", "/work/smdebug-venv/bin/python"))
+
+
+def in_ci() -> bool:
+    return os.environ.get("CI", "").lower() in ("1", "true", "yes")
+
+
+def _free_port() -> int:
+    with socket.socket() as s:
+        s.bind(("127.0.0.1", 0))
+        return int(s.getsockname()[1])
+
+
+@pytest.fixture(scope="session")
+def moto_server() -> Iterator[str]:
+    """A real moto server (ThreadedMotoServer) for the whole session; yields its endpoint URL."""
+    from moto.server import ThreadedMotoServer
+
+    port = _free_port()
+    server = ThreadedMotoServer(ip_address="127.0.0.1", port=port, verbose=False)
+    server.start()
+    try:
+        yield f"http://127.0.0.1:{port}"
+    finally:
+        server.stop()
+
+
+@pytest.fixture(autouse=True)
+def _fake_aws_credentials(monkeypatch: pytest.MonkeyPatch) -> None:
+    # Never let a test reach real AWS with someone's credentials.
+    monkeypatch.setenv("AWS_ACCESS_KEY_ID", "testing")
+    monkeypatch.setenv("AWS_SECRET_ACCESS_KEY", "testing")
+    monkeypatch.setenv("AWS_DEFAULT_REGION", "us-east-1")
+    monkeypatch.delenv("AWS_PROFILE", raising=False)
+
+
+@pytest.fixture
+def s3_client(moto_server: str):  # type: ignore[no-untyped-def]
+    return boto3.client("s3", endpoint_url=moto_server, region_name="us-east-1")
+
+
+@pytest.fixture
+def bucket(s3_client) -> str:  # type: ignore[no-untyped-def]
+    name = f"test-{uuid.uuid4().hex[:12]}"
+    s3_client.create_bucket(Bucket=name)
+    return name
+
+
+@pytest.fixture
+def smdebug_python() -> Path:
+    """The side virtualenv's python with the real smdebug 1.0.34 (see .ci/run)."""
+    if not SMDEBUG_PYTHON.exists():
+        if in_ci():
+            pytest.fail(f"smdebug side virtualenv missing at {SMDEBUG_PYTHON}")
+        pytest.skip(f"smdebug side virtualenv missing at {SMDEBUG_PYTHON}")
+    return SMDEBUG_PYTHON
+
+
+@pytest.fixture
+def fixture_trials() -> Path:
+    if not FIXTURE_TRIALS.exists():
+        pytest.skip("shared fixtures not present")
+    return FIXTURE_TRIALS

@@ -12,7 +12,9 @@ import pytest
 
 REPO_ROOT = Path(__file__).resolve().parent.parent
 FIXTURE_TRIALS = REPO_ROOT.parent / "shared" / "fixtures" / "smdebug-trials"
-SMDEBUG_PYTHON = Path(os.environ.get("SDLOCAL_SMDEBUG_PYTHON", "/work/smdebug-venv/bin/python"))
+SMDEBUG_PYTHON = Path(
+    os.environ.get("SDLOCAL_SMDEBUG_PYTHON", str(REPO_ROOT / ".venv-smdebug" / "bin" / "python"))
+)
 
 
 def in_ci() -> bool:

@@ -1,0 +1,90 @@
+"""TrialWriter: writes a local trial in smdebug's layout (trial-format.md §1-§5)."""
+from __future__ import annotations
+
+import json
+import os
+from collections.abc import Iterable
+from pathlib import Path
+
+from trial.collection import Collection, CollectionsFile
+from trial.modes import ModeKeys, to_mode
+from trial.proto import encode_event
+from trial.tfrecord import FOOTER, encode_header
+
+END_MARKER = "training_job_end.ts"
+
+
+def event_key(step: int, worker: str) -> str:
+    return f"events/{step:012d}/{step:012d}_{worker}.tfevents"
+
+
+def index_key(step: int, worker: str) -> str:
+    return f"index/{step // 1000:09d}/{step:012d}_{worker}.json"
+
+
+def collections_key(worker: str) -> str:
+    return f"collections/000000000/{worker}_collections.json"
+
+
+def _atomic_write(path: Path, data: bytes) -> None:
+    path.parent.mkdir(parents=True, exist_ok=True)
+    tmp = path.with_name(path.name + ".tmp")
+    with open(tmp, "wb") as f:
+        f.write(data)
+    os.replace(tmp, path)
+
+
+class TrialWriter:
+    """Writes one worker's files of a LOCAL trial. Each `write_step` writes the events file, then
+    its index file (both `.tmp` + rename), so a reader that sees the index can read the events."""
+
+    def __init__(self, root: str | Path, worker: str = "worker_0") -> None:
+        self.root = Path(root)
+        self.worker = worker
+
+    def write_step(
+        self,
+        step: int,
+        mode: ModeKeys | int | str,
+        mode_step: int,
+        tensors: Iterable[tuple[str, object]],
+        *,
+        shapes: Iterable[tuple[str, Iterable[int]]] = (),
+        wall_time: float | None = None,
+    ) -> Path | None:
+        """Write every tensor of one global step; returns the index file (None if nothing to write)."""
+        mode_k = to_mode(mode)
+        parts: list[bytes] = []
+        payload_index = []
+        pos = 0
+        for name, value in tensors:
+            payload = encode_event(name, value, step, mode_k, mode_step, wall_time)
+            header = encode_header(len(payload))
+            parts += (header, payload, FOOTER)
+            length = len(header) + len(payload) + 4
+            payload_index.append({"tensorname": name, "start_idx": pos, "length": length})
+            pos += length
+        shape_payload = [
+            {"tensorname": name, "originalname": name, "shape": [int(d) for d in shape]} for name, shape in shapes
+        ]
+        if not payload_index and not shape_payload:
+            return None
+        ev_key = event_key(step, self.worker)
+        meta: dict[str, object] = {"mode": mode_k.name, "mode_step": int(mode_step)}
+        if payload_index:
+            meta["event_file_name"] = ev_key
+            _atomic_write(self.root / ev_key, b"".join(parts))
+        index = {"meta": meta, "tensor_payload": payload_index, "shape_payload": shape_payload}
+        idx_path = self.root / index_key(step, self.worker)
+        _atomic_write(idx_path, json.dumps(index).encode())
+        return idx_path
+
+    def write_collections(self, collections: Iterable[Collection], num_workers: int = 1) -> Path:
+        path = self.root / collections_key(self.worker)
+        _atomic_write(path, CollectionsFile.of(collections, num_workers).to_json().encode())
+        return path
+
+    def write_end_marker(self) -> Path:
+        path = self.root / END_MARKER
+        _atomic_write(path, b"")
+        return path

@@ -1,0 +1,36 @@
+"""The storage a trial lives on: a local directory or an S3 prefix. Keys are relative to the root
+and always use "/"."""
+from __future__ import annotations
+
+from abc import ABC, abstractmethod
+
+
+class Storage(ABC):
+    @property
+    @abstractmethod
+    def uri(self) -> str:
+        """Where the trial lives (a path, or s3://bucket/prefix)."""
+
+    @abstractmethod
+    def read(self, key: str, start: int | None = None, length: int | None = None) -> bytes:
+        """The object's bytes, or `length` bytes from `start` (a ranged read). Raises
+        FileNotFoundError when the key does not exist."""
+
+    @abstractmethod
+    def write(self, key: str, data: bytes) -> None:
+        """Write the whole object atomically (readers never see a partial object)."""
+
+    @abstractmethod
+    def exists(self, key: str) -> bool: ...
+
+    @abstractmethod
+    def list(self, prefix: str = "", start_after: str | None = None) -> list[str]:
+        """Keys under `prefix` (a key prefix, not only a folder), sorted, strictly after
+        `start_after` when given. Temporary `.tmp` files are never listed."""
+
+    @abstractmethod
+    def delete(self, key: str) -> None:
+        """Remove the object; a missing key is not an error."""
+
+    def __repr__(self) -> str:
+        return f"{type(self).__name__}({self.uri!r})"

@@ -1,0 +1,84 @@
+"""A trial in a local directory."""
+from __future__ import annotations
+
+import os
+from pathlib import Path
+
+from trial.errors import StorageError
+from trial.storage._base import Storage
+
+
+class LocalStorage(Storage):
+    def __init__(self, root: str | Path) -> None:
+        self.root = Path(root)
+
+    @property
+    def uri(self) -> str:
+        return str(self.root)
+
+    def _path(self, key: str) -> Path:
+        return self.root / key
+
+    def read(self, key: str, start: int | None = None, length: int | None = None) -> bytes:
+        path = self._path(key)
+        try:
+            with open(path, "rb") as f:
+                if start:
+                    f.seek(start)
+                data = f.read() if length is None else f.read(length)
+        except FileNotFoundError:
+            raise
+        except OSError as e:
+            raise StorageError(f"cannot read {path}: {e}") from e
+        return data
+
+    def write(self, key: str, data: bytes) -> None:
+        path = self._path(key)
+        try:
+            path.parent.mkdir(parents=True, exist_ok=True)
+            tmp = path.with_name(path.name + ".tmp")
+            with open(tmp, "wb") as f:
+                f.write(data)
+            os.replace(tmp, path)
+        except OSError as e:
+            raise StorageError(f"cannot write {path}: {e}") from e
+
+    def exists(self, key: str) -> bool:
+        return self._path(key).is_file()
+
+    def list(self, prefix: str = "", start_after: str | None = None) -> list[str]:
+        # Walk only the folders that can hold keys with this prefix.
+        folder, _, _ = prefix.rpartition("/")
+        base = self.root / folder if folder else self.root
+        if not base.is_dir():
+            return []
+        keys = []
+        root_str = str(self.root)
+        cut = len(root_str) + 1
+        for dirpath, _dirs, files in os.walk(base):
+            rel_dir = dirpath[cut:].replace(os.sep, "/") if len(dirpath) > len(root_str) else ""
+            if start_after is not None and rel_dir and not _may_hold_after(rel_dir, start_after):
+                _dirs[:] = []
+                continue
+            _dirs.sort()
+            for name in files:
+                if name.endswith(".tmp"):
+                    continue
+                key = f"{rel_dir}/{name}" if rel_dir else name
+                if key.startswith(prefix) and (start_after is None or key > start_after):
+                    keys.append(key)
+        keys.sort()
+        return keys
+
+    def delete(self, key: str) -> None:
+        try:
+            self._path(key).unlink()
+        except FileNotFoundError:
+            pass
+        except OSError as e:
+            raise StorageError(f"cannot delete {key}: {e}") from e
+
+
+def _may_hold_after(rel_dir: str, start_after: str) -> bool:
+    """Whether a folder can contain a key > start_after (prunes old step folders on refresh)."""
+    return rel_dir + "/\U0010ffff" > start_after

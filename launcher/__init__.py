@@ -1,0 +1,1 @@
+"""sdlocal's host side: job specs, the embedded S3, the platform, runtimes, the CLI."""

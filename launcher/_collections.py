@@ -1,0 +1,71 @@
+"""Merging collection configurations: the rules' defaults and the user's entries.
+
+Precedence (documented in README and tested):
+
+1. A request may carry several `CollectionConfigurations` entries for one collection (the
+   SageMaker SDK emits the rule's default entry *and* the user's). They are merged into one entry,
+   key by key. Entries equal to a default of a built-in rule in the same request are applied first,
+   the other (explicit) entries after them, in request order: **the user's explicit entry wins over a
+   rule's default**, and keys only one of them sets are kept.
+2. Each built-in Debugger rule then brings its default collections from `smdebug_rulesconfig`
+   (`ruleConfigs.json`). A collection the request does not name is added; for one it names, the
+   request's keys win and the default only fills missing keys.
+"""
+from __future__ import annotations
+
+from collections.abc import Iterable, Mapping
+from dataclasses import dataclass
+from typing import Any
+
+
+@dataclass(frozen=True)
+class CollectionConfig:
+    name: str
+    parameters: Mapping[str, str]
+
+    def to_request(self) -> dict[str, Any]:
+        entry: dict[str, Any] = {"CollectionName": self.name}
+        if self.parameters:
+            entry["CollectionParameters"] = dict(self.parameters)
+        return entry
+
+
+def rule_default_collections(rule_to_invoke: str) -> list[CollectionConfig]:
+    """Default collections of a built-in rule, from smdebug_rulesconfig's ruleConfigs.json ([] if none)."""
+    try:
+        from smdebug_rulesconfig.debugger_rules._utils import _get_rule_config
+    except ImportError:  # pragma: no cover - it is a declared dependency
+        return []
+    config = _get_rule_config(rule_to_invoke) or {}
+    out = []
+    for entry in config.get("CollectionConfigurations") or []:
+        params = {str(k): str(v) for k, v in (entry.get("CollectionParameters") or {}).items()}
+        out.append(CollectionConfig(str(entry["CollectionName"]), params))
+    return out
+
+
+def merge_collections(
+    entries: Iterable[CollectionConfig], rule_defaults: Iterable[CollectionConfig]
+) -> tuple[CollectionConfig, ...]:
+    """Apply the precedence above; keeps the order in which collections were first named."""
+    defaults = list(rule_defaults)
+    default_keys = {(d.name, tuple(sorted(d.parameters.items()))) for d in defaults}
+    grouped: dict[str, list[CollectionConfig]] = {}
+    for entry in entries:
+        grouped.setdefault(entry.name, []).append(entry)
+
+    merged: dict[str, dict[str, str]] = {}
+    for name, group in grouped.items():
+        from_rules = [e for e in group if (e.name, tuple(sorted(e.parameters.items()))) in default_keys]
+        explicit = [e for e in group if e not in from_rules]
+        params: dict[str, str] = {}
+        for entry in from_rules + explicit:
+            params.update(entry.parameters)
+        merged[name] = params
+
+    for default in defaults:
+        if default.name in merged:
+            merged[default.name] = {**default.parameters, **merged[default.name]}
+        else:
+            merged[default.name] = dict(default.parameters)
+    return tuple(CollectionConfig(name, params) for name, params in merged.items())

@@ -1,0 +1,103 @@
+"""Small checks shared by the spec parser: SageMaker's limits, string maps, S3 URIs, images."""
+from __future__ import annotations
+
+import json
+import re
+from collections.abc import Mapping
+from typing import Any
+
+from launcher.errors import SpecError
+
+MAX_RULES = 20
+MAX_RULE_PARAMETERS = 100
+MAX_MAP_ENTRIES = 20  # HookParameters, CollectionConfigurations, CollectionParameters
+MAX_VALUE_CHARS = 256
+MAX_NAME_CHARS = 256
+PROFILING_INTERVALS_MS = (100, 200, 500, 1000, 5000, 60000)
+
+# SageMaker's own rule images: both mean "run the built-in evaluator" here.
+_DEBUGGER_IMAGE = re.compile(
+    r"(^|/)sagemaker-debugger-rule(s|-evaluator)(:[\w.-]+)?(@sha256:[0-9a-f]+)?$"
+)
+_JOB_NAME = re.compile(r"^[a-zA-Z0-9](-*[a-zA-Z0-9]){0,62}$")
+
+
+def is_debugger_rule_image(image: str | None) -> bool:
+    """True for SageMaker's ECR rule images (`sagemaker-debugger-rules`, `...-rule-evaluator`) or none."""
+    return image is None or image == "" or bool(_DEBUGGER_IMAGE.search(image))
+
+
+def check_job_name(name: Any, field: str = "TrainingJobName") -> str:
+    if not isinstance(name, str) or not _JOB_NAME.match(name):
+        raise SpecError(
+            field,
+            f"{name!r} does not satisfy the constraint: 1-63 characters, letters, digits and hyphens, "
+            "starting with a letter or digit (pattern ^[a-zA-Z0-9](-*[a-zA-Z0-9]){0,62})",
+        )
+    return name
+
+
+def as_mapping(value: Any, field: str) -> Mapping[str, Any]:
+    if value is None:
+        return {}
+    if not isinstance(value, Mapping):
+        raise SpecError(field, f"must be a map of strings, got {type(value).__name__}")
+    return value
+
+
+def as_list(value: Any, field: str) -> list[Any]:
+    if value is None:
+        return []
+    if not isinstance(value, list):
+        raise SpecError(field, f"must be a list, got {type(value).__name__}")
+    return value
+
+
+def scalar_to_str(value: Any, field: str) -> str:
+    """Request values are strings; numbers and booleans written in YAML are accepted as their text."""
+    if isinstance(value, str):
+        return value
+    if isinstance(value, bool):
+        return "true" if value else "false"
+    if isinstance(value, (int, float)):
+        return str(value)
+    raise SpecError(field, f"must be a string, got {type(value).__name__}")
+
+
+def string_map(value: Any, field: str, *, max_entries: int, max_chars: int = MAX_VALUE_CHARS) -> dict[str, str]:
+    mapping = as_mapping(value, field)
+    if len(mapping) > max_entries:
+        raise SpecError(field, f"has {len(mapping)} entries; the maximum is {max_entries}")
+    out: dict[str, str] = {}
+    for key, raw in mapping.items():
+        if not isinstance(key, str) or not key:
+            raise SpecError(field, f"keys must be non-empty strings, got {key!r}")
+        text = scalar_to_str(raw, f"{field}.{key}")
+        if len(text) > max_chars:
+            raise SpecError(f"{field}.{key}", f"value has {len(text)} characters; the maximum is {max_chars}")
+        out[key] = text
+    return out
+
+
+def s3_base(uri: Any, field: str) -> str:
+    """`s3://bucket/prefix/` -> `s3://bucket/prefix` (validated); the service appends `/<job>/...`."""
+    if not isinstance(uri, str) or not uri.startswith("s3://") or not uri[5:].split("/", 1)[0]:
+        raise SpecError(field, f"must be an S3 URI s3://bucket[/prefix], got {uri!r}")
+    return uri.rstrip("/")
+
+
+def split_s3_uri(uri: str) -> tuple[str, str]:
+    """`s3://bucket/a/b` -> ("bucket", "a/b")."""
+    if not uri.startswith("s3://"):
+        raise ValueError(f"not an S3 URI: {uri!r}")
+    bucket, _, key = uri[5:].partition("/")
+    return bucket, key.strip("/")
+
+
+def decode_sdk_hyperparameter(value: str) -> str:
+    """The SDK json-encodes framework hyperparameters (`"\\"train.py\\""`); the toolkit decodes them."""
+    try:
+        decoded = json.loads(value)
+    except (ValueError, TypeError):
+        return value
+    return decoded if isinstance(decoded, str) else value

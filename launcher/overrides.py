@@ -1,0 +1,94 @@
+"""Command-line flags that build or extend a job request (`sdlocal run --rule ... --hyperparameter ...`).
+
+`--rule-param k=v` belongs to the closest `--rule`/`--custom-rule` before it on the command line;
+the CLI reconstructs that order and hands this module `RuleFlag`s already grouped.
+"""
+from __future__ import annotations
+
+import copy
+from collections.abc import Mapping
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Any
+
+
+def parse_kv(text: str) -> tuple[str, str]:
+    """`key=value` -> (key, value); the value may contain '='."""
+    key, sep, value = text.partition("=")
+    if not sep or not key.strip():
+        raise ValueError(f"expected KEY=VALUE, got {text!r}")
+    return key.strip(), value
+
+
+def parse_collection(text: str) -> tuple[str, tuple[tuple[str, str], ...]]:
+    """`gradients` or `gradients:save_interval=10,reductions=mean`."""
+    name, _, rest = text.partition(":")
+    if not name.strip():
+        raise ValueError(f"expected NAME or NAME:KEY=VALUE,..., got {text!r}")
+    params = tuple(parse_kv(part) for part in rest.split(",") if part.strip()) if rest else ()
+    return name.strip(), params
+
+
+@dataclass(frozen=True)
+class RuleFlag:
+    """One `--rule NAME` or `--custom-rule FILE.py:Class`, with the `--rule-param`s that follow it."""
+
+    name: str
+    params: tuple[tuple[str, str], ...] = ()
+    source: Path | None = None  # the custom rule file (absolute)
+
+    @classmethod
+    def custom(cls, text: str, params: tuple[tuple[str, str], ...] = ()) -> RuleFlag:
+        path, sep, class_name = text.rpartition(":")
+        if not sep or not path or not class_name.isidentifier():
+            raise ValueError(f"expected FILE.py:ClassName, got {text!r}")
+        return cls(class_name, params, Path(path).resolve())
+
+    def to_request(self) -> dict[str, Any]:
+        params = {"rule_to_invoke": self.name, **dict(self.params)}
+        if self.source is not None:
+            params["source_s3_uri"] = str(self.source)
+        return {"RuleConfigurationName": self.name, "RuleParameters": params}
+
+
+@dataclass(frozen=True)
+class Overrides:
+    entry_point: str | None = None
+    source_dir: Path | None = None
+    job_name: str | None = None
+    hyperparameters: tuple[tuple[str, str], ...] = ()
+    rules: tuple[RuleFlag, ...] = ()
+    hook_params: tuple[tuple[str, str], ...] = ()
+    collections: tuple[tuple[str, tuple[tuple[str, str], ...]], ...] = ()
+    s3_output_path: str | None = None  # also pass it as from_request(default_output_path=...)
+
+    def apply(self, request: Mapping[str, Any]) -> dict[str, Any]:
+        """A new request: the flags win over the spec's fields; rules and collections are appended."""
+        req = copy.deepcopy(dict(request))
+        if self.entry_point:
+            req["EntryPoint"] = self.entry_point
+        if self.source_dir:
+            req["SourceDir"] = str(self.source_dir.resolve())
+        if self.job_name:
+            req["TrainingJobName"] = self.job_name
+        if self.hyperparameters:
+            req["HyperParameters"] = {**(req.get("HyperParameters") or {}), **dict(self.hyperparameters)}
+        if self.rules:
+            req["DebugRuleConfigurations"] = list(req.get("DebugRuleConfigurations") or []) + [
+                r.to_request() for r in self.rules
+            ]
+        if self.hook_params or self.collections:
+            hook = req.setdefault("DebugHookConfig", {}) or {}
+            req["DebugHookConfig"] = hook
+            if self.hook_params:
+                hook["HookParameters"] = {**(hook.get("HookParameters") or {}), **dict(self.hook_params)}
+            for name, params in self.collections:
+                entry: dict[str, Any] = {"CollectionName": name}
+                if params:
+                    entry["CollectionParameters"] = dict(params)
+                hook.setdefault("CollectionConfigurations", []).append(entry)
+        if self.s3_output_path:
+            for key in ("DebugHookConfig", "ProfilerConfig"):
+                if isinstance(req.get(key), dict):
+                    req[key]["S3OutputPath"] = self.s3_output_path
+        return req

@@ -1,0 +1,315 @@
+"""The job request: the CreateTrainingJob shape (as the SageMaker Python SDK v2 sends it) + sdlocal's
+`EntryPoint`/`SourceDir`, parsed and validated at one boundary into frozen dataclasses.
+
+Every problem raises one `SpecError` naming the field, with the service's limits and wording.
+Fields that matter only on SageMaker (RoleArn, ResourceConfig, ...) are accepted and listed in
+`JobSpec.ignored_fields`, reported once by the caller.
+"""
+from __future__ import annotations
+
+import json
+from collections.abc import Mapping
+from dataclasses import dataclass, field
+from datetime import datetime, timezone
+from pathlib import Path
+from typing import Any
+
+import yaml
+
+from launcher._collections import CollectionConfig, merge_collections, rule_default_collections
+from launcher._values import (
+    MAX_MAP_ENTRIES,
+    MAX_NAME_CHARS,
+    MAX_RULE_PARAMETERS,
+    MAX_RULES,
+    PROFILING_INTERVALS_MS,
+    as_list,
+    as_mapping,
+    check_job_name,
+    decode_sdk_hyperparameter,
+    is_debugger_rule_image,
+    s3_base,
+    string_map,
+)
+from launcher.errors import SpecError
+
+DEFAULT_S3_OUTPUT_PATH = "s3://sdlocal/jobs"
+_USED_FIELDS = frozenset(
+    {
+        "TrainingJobName", "DebugHookConfig", "DebugRuleConfigurations", "ProfilerRuleConfigurations",
+        "ProfilerConfig", "TensorBoardOutputConfig", "HyperParameters", "EntryPoint", "SourceDir",
+        "AlgorithmSpecification",
+    }
+)
+_RULE_FIELDS = frozenset({"RuleConfigurationName", "RuleEvaluatorImage", "RuleParameters"})
+_HOOK_FIELDS = frozenset({"S3OutputPath", "LocalPath", "HookParameters", "CollectionConfigurations"})
+
+
+@dataclass(frozen=True)
+class HookSpec:
+    debug_output: str  # s3://bucket/prefix/<job>/debug-output (derived, never the S3OutputPath verbatim)
+    hook_parameters: Mapping[str, str]
+    collections: tuple[CollectionConfig, ...]
+
+    def to_container_config(self, local_path: str) -> dict[str, Any]:
+        """debughookconfig.json as the training container sees it."""
+        return {
+            "S3OutputPath": self.debug_output,
+            "LocalPath": local_path,
+            "HookParameters": dict(self.hook_parameters),
+            "CollectionConfigurations": [c.to_request() for c in self.collections],
+        }
+
+
+@dataclass(frozen=True)
+class RuleSpec:
+    name: str  # RuleConfigurationName
+    parameters: Mapping[str, str]  # RuleParameters as sent (rule_to_invoke always set)
+    image: str | None
+    output: str  # s3://.../<job>/rule-output/<name>
+    kind: str  # "debugger" | "profiler"
+
+    @property
+    def rule_to_invoke(self) -> str:
+        return self.parameters["rule_to_invoke"]
+
+    @property
+    def is_custom(self) -> bool:
+        return "source_s3_uri" in self.parameters
+
+
+@dataclass(frozen=True)
+class ProfilerSpec:
+    profiler_output: str
+    interval_ms: int
+    parameters: Mapping[str, str]
+    disabled: bool
+
+    def to_container_config(self) -> dict[str, Any]:
+        params = {"ProfilingIntervalInMilliseconds": str(self.interval_ms), **self.parameters}
+        return {"ProfilingParameters": params, "DisableProfiler": self.disabled}
+
+
+@dataclass(frozen=True)
+class TensorBoardSpec:
+    tensorboard_output: str
+    local_path: str | None
+
+
+@dataclass(frozen=True)
+class JobSpec:
+    job_name: str
+    entry_point: str  # relative to source_dir
+    source_dir: Path
+    hyperparameters: Mapping[str, str]
+    hook: HookSpec | None
+    debug_rules: tuple[RuleSpec, ...]
+    profiler_rules: tuple[RuleSpec, ...]
+    profiler: ProfilerSpec | None
+    tensorboard: TensorBoardSpec | None
+    training_image: str | None
+    job_output: str  # s3://bucket/prefix/<job>
+    ignored_fields: tuple[str, ...] = ()
+    warnings: tuple[str, ...] = field(default=())
+
+    @property
+    def debug_output(self) -> str:
+        return f"{self.job_output}/debug-output"
+
+    @classmethod
+    def from_request(
+        cls,
+        request: Mapping[str, Any],
+        *,
+        base_dir: Path | None = None,
+        now: datetime | None = None,
+        check_rule_names: bool = True,
+        default_output_path: str = DEFAULT_S3_OUTPUT_PATH,
+    ) -> JobSpec:
+        """Parse and validate a CreateTrainingJob-shaped request.
+
+        `base_dir` resolves relative paths (the spec file's folder); `default_output_path` is used
+        when DebugHookConfig.S3OutputPath is absent; `check_rule_names` asks the evaluator's registry.
+        """
+        now = now or datetime.now(timezone.utc)
+        return _parse(request, base_dir or Path.cwd(), now, check_rule_names, default_output_path)
+
+
+def load_request(path: Path) -> dict[str, Any]:
+    """Read a request from a JSON or YAML file (YAML is a superset; `.json` gets JSON's messages)."""
+    try:
+        text = path.read_text()
+    except OSError as e:
+        raise SpecError(str(path), f"cannot read the job spec: {e.strerror or e}") from e
+    try:
+        data = json.loads(text) if path.suffix == ".json" else yaml.safe_load(text)
+    except (ValueError, yaml.YAMLError) as e:
+        detail = " ".join(str(e).split())
+        raise SpecError(str(path), f"malformed {'JSON' if path.suffix == '.json' else 'YAML'}: {detail}") from e
+    if data is None:
+        return {}
+    if not isinstance(data, dict):
+        raise SpecError(str(path), f"the job spec must be a map of request fields, got {type(data).__name__}")
+    return data
+
+
+def default_job_name(now: datetime) -> str:
+    return "sdlocal-" + now.strftime("%Y-%m-%d-%H-%M-%S-") + f"{now.microsecond // 1000:03d}"
+
+
+def _parse(
+    req: Mapping[str, Any], base_dir: Path, now: datetime, check_rule_names: bool, default_output: str
+) -> JobSpec:
+    req = as_mapping(req, "request")
+    ignored = [k for k in req if k not in _USED_FIELDS]
+    warnings: list[str] = []
+    job = check_job_name(req["TrainingJobName"]) if req.get("TrainingJobName") else default_job_name(now)
+
+    raw_hp = string_map(req.get("HyperParameters"), "HyperParameters", max_entries=100, max_chars=2500)
+    sdk_program = raw_hp.get("sagemaker_program")
+    sdk_submit_dir = raw_hp.get("sagemaker_submit_directory")
+    # The training toolkit decodes the SDK's json-encoded values and keeps sagemaker_* to itself.
+    hyperparameters = {k: decode_sdk_hyperparameter(v) for k, v in raw_hp.items() if not k.startswith("sagemaker_")}
+
+    source_dir = _source_dir(req, base_dir, sdk_submit_dir, warnings)
+    entry_point = req.get("EntryPoint") or (decode_sdk_hyperparameter(sdk_program) if sdk_program else None)
+    if not entry_point or not isinstance(entry_point, str):
+        raise SpecError("EntryPoint", "required: the training script (or HyperParameters.sagemaker_program)")
+    if not (source_dir / entry_point).is_file():
+        raise SpecError("EntryPoint", f"{entry_point!r} not found in the source directory {source_dir}")
+
+    algo = as_mapping(req.get("AlgorithmSpecification"), "AlgorithmSpecification")
+    ignored += [f"AlgorithmSpecification.{k}" for k in algo if k != "TrainingImage"]
+    hook_req = as_mapping(req.get("DebugHookConfig"), "DebugHookConfig")
+    ignored += [f"DebugHookConfig.{k}" for k in hook_req if k not in _HOOK_FIELDS]
+    out_base = s3_base(hook_req.get("S3OutputPath") or default_output, "DebugHookConfig.S3OutputPath")
+    job_output = f"{out_base}/{job}"
+
+    debug_rules = _rules(req, "DebugRuleConfigurations", job_output, "debugger", base_dir, ignored, warnings)
+    prof_req = as_mapping(req.get("ProfilerConfig"), "ProfilerConfig")
+    prof_base = s3_base(prof_req.get("S3OutputPath") or out_base, "ProfilerConfig.S3OutputPath")
+    profiler_rules = _rules(
+        req, "ProfilerRuleConfigurations", f"{prof_base}/{job}", "profiler", base_dir, ignored, warnings
+    )
+    names = [r.name for r in debug_rules + profiler_rules]
+    dup = sorted({n for n in names if names.count(n) > 1})
+    if dup:
+        raise SpecError("RuleConfigurationName", f"must be unique within the job; duplicated: {', '.join(dup)}")
+    if check_rule_names:
+        _check_builtin_rules(debug_rules)
+
+    hook = None
+    if "DebugHookConfig" in req or debug_rules:
+        hook = _hook(hook_req, f"{job_output}/debug-output", debug_rules)
+    profiler = _profiler(prof_req, f"{prof_base}/{job}/profiler-output") if "ProfilerConfig" in req else None
+    tb = None
+    if req.get("TensorBoardOutputConfig") is not None:
+        tb_req = as_mapping(req["TensorBoardOutputConfig"], "TensorBoardOutputConfig")
+        tb_base = s3_base(tb_req.get("S3OutputPath"), "TensorBoardOutputConfig.S3OutputPath")
+        tb = TensorBoardSpec(f"{tb_base}/{job}/tensorboard-output", tb_req.get("LocalPath"))
+    return JobSpec(
+        job_name=job, entry_point=entry_point, source_dir=source_dir, hyperparameters=hyperparameters,
+        hook=hook, debug_rules=debug_rules, profiler_rules=profiler_rules, profiler=profiler, tensorboard=tb,
+        training_image=algo.get("TrainingImage"), job_output=job_output,
+        ignored_fields=tuple(dict.fromkeys(ignored)), warnings=tuple(warnings),
+    )
+
+
+def _source_dir(req: Mapping[str, Any], base_dir: Path, sdk_dir: str | None, warnings: list[str]) -> Path:
+    raw = req.get("SourceDir")
+    if not raw and sdk_dir:
+        decoded = decode_sdk_hyperparameter(sdk_dir)
+        if decoded.startswith("file://"):
+            raw = decoded[len("file://"):]
+        elif "://" not in decoded:
+            raw = decoded
+        else:
+            warnings.append(f"sagemaker_submit_directory {decoded} is not fetched; using {base_dir} (set SourceDir)")
+    path = (base_dir / str(raw)).resolve() if raw else base_dir.resolve()
+    if not path.is_dir():
+        raise SpecError("SourceDir", f"{path} is not a directory")
+    return path
+
+
+def _rules(
+    req: Mapping[str, Any], key: str, job_output: str, kind: str, base_dir: Path,
+    ignored: list[str], warnings: list[str],
+) -> tuple[RuleSpec, ...]:
+    entries = as_list(req.get(key), key)
+    if len(entries) > MAX_RULES:
+        raise SpecError(key, f"has {len(entries)} rules; the maximum is {MAX_RULES}")
+    rules = []
+    for i, entry in enumerate(entries):
+        where = f"{key}[{i}]"
+        entry = as_mapping(entry, where)
+        ignored += [f"{key}[].{k}" for k in entry if k not in _RULE_FIELDS]
+        name = entry.get("RuleConfigurationName")
+        if not isinstance(name, str) or not 1 <= len(name) <= MAX_NAME_CHARS:
+            raise SpecError(f"{where}.RuleConfigurationName", f"must be a string of 1-{MAX_NAME_CHARS} characters")
+        if "/" in name or name in (".", "..") or not name.isprintable():
+            raise SpecError(f"{where}.RuleConfigurationName", f"{name!r} cannot name a rule-output folder")
+        params = string_map(entry.get("RuleParameters"), f"{where}.RuleParameters", max_entries=MAX_RULE_PARAMETERS)
+        params.setdefault("rule_to_invoke", name)
+        image = entry.get("RuleEvaluatorImage")
+        if not is_debugger_rule_image(image):
+            warnings.append(f"{name}: RuleEvaluatorImage {image} is not run by the process runtime; "
+                            "using the built-in evaluator")
+        src = params.get("source_s3_uri")
+        if src and "://" not in src:  # a local custom rule file: resolve it now, fail early
+            path = (base_dir / src).resolve()
+            if not path.is_file():
+                raise SpecError(f"{where}.RuleParameters.source_s3_uri", f"custom rule file {path} not found")
+            params["source_s3_uri"] = str(path)
+        rules.append(RuleSpec(name, params, image, f"{job_output}/rule-output/{name}", kind))
+    return tuple(rules)
+
+
+def _check_builtin_rules(rules: tuple[RuleSpec, ...]) -> None:
+    try:
+        from evaluator.registry import UnknownRuleError, get_rule_class
+    except ImportError:  # the evaluator is not installed: the evaluator process will report it
+        return
+    for i, rule in enumerate(rules):
+        if rule.is_custom:
+            continue
+        try:
+            get_rule_class(rule.rule_to_invoke)
+        except UnknownRuleError as e:
+            raise SpecError(f"DebugRuleConfigurations[{i}].RuleParameters.rule_to_invoke", str(e)) from e
+
+
+def _hook(hook_req: Mapping[str, Any], debug_output: str, rules: tuple[RuleSpec, ...]) -> HookSpec:
+    hook_params = string_map(hook_req.get("HookParameters"), "DebugHookConfig.HookParameters",
+                             max_entries=MAX_MAP_ENTRIES)
+    raw = as_list(hook_req.get("CollectionConfigurations"), "DebugHookConfig.CollectionConfigurations")
+    if len(raw) > MAX_MAP_ENTRIES:
+        raise SpecError("DebugHookConfig.CollectionConfigurations",
+                        f"has {len(raw)} entries; the maximum is {MAX_MAP_ENTRIES}")
+    entries = []
+    for i, item in enumerate(raw):
+        where = f"DebugHookConfig.CollectionConfigurations[{i}]"
+        item = as_mapping(item, where)
+        name = item.get("CollectionName")
+        if not isinstance(name, str) or not 1 <= len(name) <= MAX_NAME_CHARS:
+            raise SpecError(f"{where}.CollectionName", f"must be a string of 1-{MAX_NAME_CHARS} characters")
+        params = string_map(item.get("CollectionParameters"), f"{where}.CollectionParameters",
+                            max_entries=MAX_MAP_ENTRIES)
+        entries.append(CollectionConfig(name, params))
+    defaults = [c for r in rules if not r.is_custom for c in rule_default_collections(r.rule_to_invoke)]
+    return HookSpec(debug_output, hook_params, merge_collections(entries, defaults))
+
+
+def _profiler(prof: Mapping[str, Any], profiler_output: str) -> ProfilerSpec:
+    interval = prof.get("ProfilingIntervalInMilliseconds", 500)
+    try:
+        interval_ms = int(interval)
+    except (TypeError, ValueError):
+        interval_ms = -1
+    if interval_ms not in PROFILING_INTERVALS_MS or isinstance(interval, bool):
+        allowed = ", ".join(map(str, PROFILING_INTERVALS_MS))
+        raise SpecError("ProfilerConfig.ProfilingIntervalInMilliseconds", f"{interval!r} is not one of {allowed}")
+    params = string_map(prof.get("ProfilingParameters"), "ProfilerConfig.ProfilingParameters", max_entries=20)
+    disabled = prof.get("DisableProfiler", False)
+    if not isinstance(disabled, bool):
+        raise SpecError("ProfilerConfig.DisableProfiler", f"must be a boolean, got {disabled!r}")
+    return ProfilerSpec(profiler_output, interval_ms, params, disabled)

@@ -1,0 +1,156 @@
+"""One rule registry: built-in rules by class name (SageMaker's `rule_to_invoke`), custom rules
+loaded from a Python file, and instantiation from string parameters."""
+from __future__ import annotations
+
+import difflib
+import importlib.util
+import inspect
+import sys
+import traceback
+import uuid
+from collections.abc import Mapping, Sequence
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Any
+
+from evaluator import compat
+from evaluator.errors import CustomRuleError, RuleParameterError, UnknownRuleError
+from evaluator.rule import Rule
+from evaluator.rules import AllZero, ExplodingTensor, LossNotDecreasing, UnchangedTensor, VanishingGradient
+
+BUILTIN_RULES: dict[str, type[Rule]] = {
+    cls.__name__: cls for cls in (AllZero, ExplodingTensor, LossNotDecreasing, UnchangedTensor, VanishingGradient)
+}
+
+# rules.md's groups (for `sdlocal rules`)
+RULE_GROUPS: dict[str, str] = {
+    "AllZero": "universal",
+    "LossNotDecreasing": "universal",
+    "UnchangedTensor": "universal",
+    "ExplodingTensor": "deep learning",
+    "VanishingGradient": "deep learning",
+}
+
+# Parameters every Rule constructor may take that are not rule parameters proper.
+_FRAMEWORK_PARAMETERS = ("base_trial", "action_str", "other_trials")
+
+
+@dataclass(frozen=True)
+class RuleInfo:
+    name: str
+    group: str
+    parameters: tuple[tuple[str, str], ...]  # (name, default as a string; "" when required)
+    description: str
+
+
+def get_rule_class(name: str) -> type[Rule]:
+    """The built-in rule class called `name`; `UnknownRuleError` with close matches otherwise."""
+    try:
+        return BUILTIN_RULES[name]
+    except KeyError:
+        pass
+    by_lower = {n.lower(): n for n in BUILTIN_RULES}
+    if name.lower() in by_lower:
+        suggestions = [by_lower[name.lower()]]
+    else:
+        suggestions = difflib.get_close_matches(name, list(BUILTIN_RULES), n=3, cutoff=0.6)
+    raise UnknownRuleError(name, suggestions)
+
+
+def _parameters_of(cls: type) -> tuple[tuple[str, str], ...]:
+    out = []
+    for param in inspect.signature(cls).parameters.values():
+        if param.name == "self" or param.name in _FRAMEWORK_PARAMETERS:
+            continue
+        if param.kind in (inspect.Parameter.VAR_POSITIONAL, inspect.Parameter.VAR_KEYWORD):
+            continue
+        default = "" if param.default is inspect.Parameter.empty else str(param.default)
+        out.append((param.name, default))
+    return tuple(out)
+
+
+def builtin_rule_infos() -> list[RuleInfo]:
+    """Every built-in rule, sorted by name, with its parameters and a one-line description."""
+    infos = []
+    for name in sorted(BUILTIN_RULES):
+        cls = BUILTIN_RULES[name]
+        doc = inspect.getdoc(cls) or ""
+        infos.append(RuleInfo(name, RULE_GROUPS.get(name, "custom"), _parameters_of(cls), doc.split("\n\n")[0].replace("\n", " ")))
+    return infos
+
+
+def _last_traceback_line(exc: BaseException) -> str:
+    lines = traceback.format_exception_only(type(exc), exc)
+    text = " ".join(line.strip() for line in lines if line.strip())
+    return text.splitlines()[-1] if text else type(exc).__name__
+
+
+def load_custom_rule(path: str | Path, class_name: str) -> type[Rule]:
+    """Import the Python file `path` and return its class `class_name`.
+
+    Files written for smdebug (`from smdebug.rules.rule import Rule`) work: while the file is
+    imported, `smdebug.rules.rule` and `smdebug.exceptions` resolve to this package's API.
+    Any failure is a `CustomRuleError` with one line naming the file and the cause.
+    """
+    path = Path(path)
+    if not path.is_file():
+        raise CustomRuleError(f"Custom rule file {path} does not exist")
+    module_name = f"_sdlocal_custom_rule_{uuid.uuid4().hex[:8]}"
+    spec = importlib.util.spec_from_file_location(module_name, path)
+    if spec is None or spec.loader is None:
+        raise CustomRuleError(f"Custom rule file {path} cannot be imported (not a .py file?)")
+    module = importlib.util.module_from_spec(spec)
+    sys.modules[module_name] = module
+    try:
+        with compat.smdebug_aliases():
+            spec.loader.exec_module(module)
+    except BaseException as exc:  # noqa: BLE001 - user code: anything can happen, including SystemExit
+        sys.modules.pop(module_name, None)
+        if isinstance(exc, KeyboardInterrupt):
+            raise
+        raise CustomRuleError(f"Custom rule file {path} failed to load: {_last_traceback_line(exc)}") from exc
+    cls = getattr(module, class_name, None)
+    if cls is None:
+        classes = [n for n, v in vars(module).items() if inspect.isclass(v) and v.__module__ == module_name]
+        hint = f" (it defines: {', '.join(sorted(classes))})" if classes else ""
+        raise CustomRuleError(f"Custom rule file {path} has no class {class_name}{hint}")
+    if not inspect.isclass(cls) or not hasattr(cls, "invoke_at_step"):
+        raise CustomRuleError(f"Custom rule file {path}: {class_name} is not a rule class (no invoke_at_step)")
+    if not issubclass(cls, Rule):
+        raise CustomRuleError(f"Custom rule file {path}: {class_name} does not derive from Rule")
+    return cls
+
+
+def instantiate_rule(
+    cls: type[Rule],
+    trial: Any,
+    params: Mapping[str, object],
+    *,
+    action_str: str = "",
+    other_trials: Sequence[Any] | None = None,
+) -> Rule:
+    """`cls(trial, **params)`, passing `action_str`/`other_trials` only where the constructor takes
+    them. A parameter the constructor does not take is a `RuleParameterError` naming it; a custom
+    rule's constructor failing becomes a `RuleParameterError` too (it is how rules reject values)."""
+    rule_name = cls.__name__
+    signature = inspect.signature(cls)
+    accepted = signature.parameters
+    takes_any = any(p.kind is inspect.Parameter.VAR_KEYWORD for p in accepted.values())
+    kwargs: dict[str, Any] = {}
+    for key, value in params.items():
+        if key in _FRAMEWORK_PARAMETERS or (key not in accepted and not takes_any):
+            known = [n for n, _ in _parameters_of(cls)]
+            raise RuleParameterError(
+                rule_name, key, value, f"unknown parameter (known: {', '.join(known) or 'none'})"
+            )
+        kwargs[key] = value
+    if action_str and ("action_str" in accepted or takes_any):
+        kwargs["action_str"] = action_str
+    if other_trials and ("other_trials" in accepted or takes_any):
+        kwargs["other_trials"] = list(other_trials)
+    try:
+        return cls(trial, **kwargs)
+    except RuleParameterError:
+        raise
+    except (TypeError, ValueError) as exc:
+        raise RuleParameterError(rule_name, "(constructor)", dict(params), _last_traceback_line(exc)) from exc

@@ -1,0 +1,77 @@
+"""Shared helpers of the built-in rules: which tensors a rule inspects at a step, and reading a
+tensor's value or reductions without treating missing data as an error."""
+from __future__ import annotations
+
+import re
+from typing import Any
+
+import numpy as np
+
+from evaluator.errors import RuleParameterError
+from evaluator.params import parse_str_list
+from evaluator.rule import MISSING_DATA_ERRORS
+
+REDUCTION_PREFIX = "smdebug/"
+
+
+class TensorSelection:
+    """The union of `collection_names` and `tensor_regex` (comma lists or lists), or every tensor
+    when `select_all_if_empty` and neither is given. A collection the trial does not have selects
+    nothing (the hook may not have saved it yet); a regex is searched (`re.search`), as smdebug."""
+
+    def __init__(
+        self,
+        rule: str,
+        collection_names: object = None,
+        tensor_regex: object = None,
+        *,
+        select_all_if_empty: bool = True,
+    ) -> None:
+        self.collections = parse_str_list(rule, "collection_names", collection_names)
+        self.regex_texts = parse_str_list(rule, "tensor_regex", tensor_regex)
+        self.regexes: list[re.Pattern[str]] = []
+        for text in self.regex_texts:
+            try:
+                self.regexes.append(re.compile(text))
+            except re.error as exc:
+                raise RuleParameterError(rule, "tensor_regex", text, f"not a regular expression ({exc})") from None
+        self.select_all_if_empty = select_all_if_empty
+
+    @property
+    def empty(self) -> bool:
+        return not self.collections and not self.regexes
+
+    def names(self, trial: Any, step: int | None = None) -> list[str]:
+        """Sorted names of the selected tensors (saved at global `step` when given)."""
+        kwargs: dict[str, Any] = {} if step is None else {"step": step}
+        if self.empty:
+            found = set(trial.tensor_names(**kwargs)) if self.select_all_if_empty else set()
+        else:
+            found = set()
+            known = trial.collections()
+            for name in self.collections:
+                if name in known:
+                    found.update(trial.tensor_names(collection=name, **kwargs))
+            if self.regexes:
+                for tname in trial.tensor_names(**kwargs):
+                    if any(rx.search(tname) for rx in self.regexes):
+                        found.add(tname)
+        return sorted(n for n in found if not n.startswith(REDUCTION_PREFIX))
+
+
+def value_or_none(tensor: Any, step: int) -> np.ndarray | None:
+    """The raw value at global `step`, or None when it was not saved (or saved as reductions only)."""
+    try:
+        return np.asarray(tensor.value(step))
+    except MISSING_DATA_ERRORS:
+        return None
+
+
+def reduction_or_none(tensor: Any, step: int, name: str, *, abs: bool = False) -> float | None:
+    """A saved (or computed) reduction at global `step`, or None when neither is available."""
+    try:
+        return float(tensor.reduction_value(step, name, abs=abs))
+    except MISSING_DATA_ERRORS:
+        return None
+    except (KeyError, ValueError):
+        return None

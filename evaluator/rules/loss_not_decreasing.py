@@ -1,0 +1,123 @@
+"""LossNotDecreasing: the loss stopped going down."""
+from __future__ import annotations
+
+import math
+from dataclasses import dataclass, field
+from typing import Any
+
+import numpy as np
+
+from evaluator.errors import RuleParameterError
+from evaluator.params import parse_bool, parse_float, parse_int, parse_mode
+from evaluator.rule import Rule, Verdict
+from evaluator.rules._select import TensorSelection, value_or_none
+from trial.modes import ModeKeys
+
+
+@dataclass
+class _ModeState:
+    baseline_step: int | None = None  # mode step of the last evaluation point
+    baseline: dict[str, float] = field(default_factory=dict)
+    minimum: dict[str, float] = field(default_factory=dict)
+
+
+class LossNotDecreasing(Rule):
+    """Fires when a loss has not decreased enough over `num_steps` steps.
+
+    The first step with a loss is the baseline. The rule is evaluated at the first step at least
+    `num_steps` (mode) steps after the baseline, which then becomes the new baseline; it fires if
+    a loss is not lower than at the baseline by `diff_percent` % of the baseline, or if it exceeds
+    the lowest loss seen at evaluation points by more than `increase_threshold_percent` %.
+    Example: losses 0.3, 0.33, 0.31, 0.30, 0.28 at steps 0, 4, 8, 12, 16 with num_steps=10 fire
+    at step 12 (0.30 vs 0.3 at step 0). Steps in between are not evaluated.
+
+    Losses are the `losses` collection (unless `use_losses_collection=False`) ∪ `collection_names`
+    ∪ `tensor_regex`; a non-scalar loss is averaged. Mode: `mode` if given, else EVAL while the
+    trial has EVAL steps, else TRAIN, else GLOBAL; steps of other modes are not evaluated, and
+    each mode keeps its own baseline (a live trial may gain EVAL steps later). Choice: a NaN
+    loss is skipped (ExplodingTensor reports it).
+    """
+
+    def __init__(
+        self,
+        base_trial: Any,
+        collection_names: object = None,
+        tensor_regex: object = None,
+        use_losses_collection: object = True,
+        num_steps: object = 10,
+        diff_percent: object = 0.1,
+        increase_threshold_percent: object = 5,
+        mode: object = None,
+        action_str: str = "",
+    ) -> None:
+        super().__init__(base_trial, action_str=action_str)
+        rule = self.rule_name
+        self.use_losses_collection = parse_bool(rule, "use_losses_collection", use_losses_collection)
+        names = TensorSelection(rule, collection_names, tensor_regex).collections
+        if self.use_losses_collection and "losses" not in names:
+            names = (*names, "losses")
+        self.selection = TensorSelection(rule, ",".join(names), tensor_regex, select_all_if_empty=False)
+        if self.selection.empty:
+            raise RuleParameterError(
+                rule,
+                "use_losses_collection",
+                use_losses_collection,
+                "no losses to inspect: set collection_names or tensor_regex, or use_losses_collection=True",
+            )
+        self.num_steps = int(parse_int(rule, "num_steps", num_steps, minimum=1))  # type: ignore[arg-type]
+        self.diff_percent = float(parse_float(rule, "diff_percent", diff_percent, minimum=0.0, maximum=100.0))  # type: ignore[arg-type]
+        self.increase_threshold_percent = float(
+            parse_float(rule, "increase_threshold_percent", increase_threshold_percent, minimum=0.0)  # type: ignore[arg-type]
+        )
+        self.mode = parse_mode(rule, "mode", mode)
+        self._state: dict[ModeKeys, _ModeState] = {}
+
+    def _target_mode(self) -> ModeKeys:
+        if self.mode is not None:
+            return self.mode
+        modes = set(self.base_trial.modes())
+        for candidate in (ModeKeys.EVAL, ModeKeys.TRAIN):
+            if candidate in modes:
+                return candidate
+        return ModeKeys.GLOBAL
+
+    def _losses(self, step: int) -> dict[str, float]:
+        losses: dict[str, float] = {}
+        for name in self.selection.names(self.base_trial, step):
+            values = value_or_none(self.base_trial.tensor(name), step)
+            if values is None or values.size == 0:
+                continue
+            loss = float(np.mean(values))
+            if not math.isnan(loss):
+                losses[name] = loss
+        return losses
+
+    def invoke_at_step(self, step: int) -> Verdict:
+        mode, mode_step = self.base_trial.mode_modestep(step)
+        target = self._target_mode()
+        if target is not ModeKeys.GLOBAL and ModeKeys(mode) is not target:
+            return Verdict.NOT_EVALUATED
+        if target is ModeKeys.GLOBAL:
+            mode_step = step
+        state = self._state.setdefault(target, _ModeState())
+        if state.baseline_step is not None and mode_step - state.baseline_step < self.num_steps:
+            return Verdict.NOT_EVALUATED
+        losses = self._losses(step)
+        if not losses:
+            return Verdict.NOT_EVALUATED
+        fired = False
+        if state.baseline_step is not None:
+            for name, loss in losses.items():
+                prev = state.baseline.get(name)
+                lowest = state.minimum.get(name)
+                if prev is not None and (prev - loss) < abs(prev) * self.diff_percent / 100.0:
+                    self.logger.info("%s: %s %g at step %d vs %g at mode step %d", self.rule_name, name, loss, step, prev, state.baseline_step)
+                    fired = True
+                if lowest is not None and loss - lowest > abs(lowest) * self.increase_threshold_percent / 100.0:
+                    self.logger.info("%s: %s rose to %g (lowest %g)", self.rule_name, name, loss, lowest)
+                    fired = True
+        state.baseline_step = mode_step
+        state.baseline.update(losses)
+        for name, loss in losses.items():
+            state.minimum[name] = min(loss, state.minimum.get(name, loss))
+        return Verdict.CONDITION_MET if fired else Verdict.CONDITION_NOT_MET

@@ -14,9 +14,12 @@ from trial.errors import (
     TrialError,
 )
 from trial.modes import ModeKeys
+from trial.tensor import Tensor
+from trial.trial import Trial, create_trial
 from trial.writer import TrialWriter
 
 __all__ = [
+    "create_trial",
     "Collection",
     "CollectionsFile",
     "CorruptRecordError",
@@ -30,6 +33,8 @@ __all__ = [
     "StorageError",
     "TensorUnavailable",
     "TensorUnavailableForStep",
+    "Tensor",
+    "Trial",
     "TrialError",
     "TrialWriter",
 ]

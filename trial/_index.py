@@ -1,0 +1,145 @@
+"""What the reader knows about a trial: every index file seen so far, folded into per-tensor,
+per-step, per-worker record locations. Pure bookkeeping: no storage access here."""
+from __future__ import annotations
+
+import json
+import re
+from dataclasses import dataclass, field
+
+from trial.errors import CorruptRecordError
+from trial.modes import ModeKeys, to_mode
+
+REDUCTIONS_PREFIX = "smdebug/reductions/"
+_INDEX_KEY = re.compile(r"(?:^|/)(\d{12})_(.+)\.json$")
+
+
+@dataclass(frozen=True)
+class Location:
+    """One framed record: `length` bytes at `start` of the events file `key`."""
+
+    key: str
+    start: int
+    length: int
+
+
+@dataclass
+class TensorRecord:
+    """Everything known about one (base) tensor name."""
+
+    name: str
+    # global step -> worker -> location of the raw value
+    locations: dict[int, dict[str, Location]] = field(default_factory=dict)
+    # global step -> worker -> shape (from shape_payload)
+    shapes: dict[int, dict[str, tuple[int, ...]]] = field(default_factory=dict)
+    # (reduction, abs) -> global step -> worker -> location of a saved reduction
+    reductions: dict[tuple[str, bool], dict[int, dict[str, Location]]] = field(default_factory=dict)
+    # global steps with anything (value, shape or reduction) for this tensor
+    steps: set[int] = field(default_factory=set)
+    modes: set[ModeKeys] = field(default_factory=set)
+
+
+def parse_index_key(key: str) -> tuple[int, str] | None:
+    """(global step, worker) of `index/<dir>/<step:012d>_<worker>.json`, None for other keys."""
+    m = _INDEX_KEY.search(key)
+    if m is None:
+        return None
+    return int(m.group(1)), m.group(2)
+
+
+def split_reduction_name(name: str) -> tuple[str, str, bool] | None:
+    """(base tensor, reduction, abs) of `smdebug/reductions/[abs_]<red>/<base>`."""
+    if not name.startswith(REDUCTIONS_PREFIX):
+        return None
+    red, _, base = name[len(REDUCTIONS_PREFIX) :].partition("/")
+    if not base or not red:
+        return None
+    if red.startswith("abs_"):
+        return base, red[4:], True
+    return base, red, False
+
+
+class IndexState:
+    def __init__(self) -> None:
+        self.tensors: dict[str, TensorRecord] = {}
+        self.step_modes: dict[int, tuple[ModeKeys, int]] = {}
+        self.mode_steps: dict[ModeKeys, dict[int, int]] = {}
+        self.step_workers: dict[int, set[str]] = {}
+        self.worker_max: dict[str, int] = {}
+        self.mode_tensors: dict[ModeKeys, set[str]] = {}
+        self.step_tensors: dict[int, set[str]] = {}
+        self.keys_by_step: dict[int, list[str]] = {}
+        self.seen_keys: set[str] = set()
+
+    def add(self, key: str, step: int, worker: str, text: bytes) -> None:
+        """Fold one index file in (idempotent per key)."""
+        if key in self.seen_keys:
+            return
+        try:
+            doc = json.loads(text)
+            meta = doc["meta"]
+            mode = to_mode(meta.get("mode", "GLOBAL"))
+            mode_step = int(meta.get("mode_step", step))
+            event_key = meta.get("event_file_name", "")
+            tensor_payload = [(str(p["tensorname"]), int(p["start_idx"]), int(p["length"]))
+                              for p in doc.get("tensor_payload") or ()]
+            shape_payload = [(str(p["tensorname"]), tuple(int(d) for d in p["shape"]))
+                             for p in doc.get("shape_payload") or ()]
+        except (ValueError, KeyError, TypeError, AttributeError) as e:
+            raise CorruptRecordError(f"malformed index file: {type(e).__name__}: {e}", where=key) from e
+        if tensor_payload and not event_key:
+            raise CorruptRecordError("index file has tensors but no meta.event_file_name", where=key)
+
+        self.seen_keys.add(key)
+        self.keys_by_step.setdefault(step, []).append(key)
+        self.step_modes[step] = (mode, mode_step)
+        self.mode_steps.setdefault(mode, {})[mode_step] = step
+        self.step_workers.setdefault(step, set()).add(worker)
+        if step > self.worker_max.get(worker, -1):
+            self.worker_max[worker] = step
+        mode_names = self.mode_tensors.setdefault(mode, set())
+        step_names = self.step_tensors.setdefault(step, set())
+
+        for name, start, length in tensor_payload:
+            loc = Location(event_key, start, length)
+            red = split_reduction_name(name)
+            if red is None:
+                rec = self._record(name)
+                rec.locations.setdefault(step, {})[worker] = loc
+            else:
+                base, red_name, is_abs = red
+                rec = self._record(base)
+                rec.reductions.setdefault((red_name, is_abs), {}).setdefault(step, {})[worker] = loc
+            rec.steps.add(step)
+            rec.modes.add(mode)
+            mode_names.add(rec.name)
+            step_names.add(rec.name)
+        for name, shape in shape_payload:
+            rec = self._record(name)
+            rec.shapes.setdefault(step, {})[worker] = shape
+            rec.steps.add(step)
+            rec.modes.add(mode)
+            mode_names.add(rec.name)
+            step_names.add(rec.name)
+
+    def _record(self, name: str) -> TensorRecord:
+        rec = self.tensors.get(name)
+        if rec is None:
+            rec = self.tensors[name] = TensorRecord(name)
+        return rec
+
+    def last_complete_step(self, workers: set[str], num_workers: int) -> int | None:
+        """The highest step that every expected worker wrote or has moved past. Completeness is
+        monotonic (a worker past step s is past every earlier step), so scan down from the top."""
+        if not self.step_modes:
+            return None
+        expected = set(workers) | set(self.worker_max)
+        if len(expected) < num_workers:
+            return None
+        floor = min(self.worker_max.get(w, -1) for w in expected)
+        for step in sorted(self.step_modes, reverse=True):
+            if step <= floor:
+                return step
+            written = self.step_workers.get(step, set())
+            if all(w in written or self.worker_max.get(w, -1) > step for w in expected):
+                return step
+        return None

@@ -1,0 +1,109 @@
+"""What the background writer does with one step: reductions, numpy conversion, TrialWriter calls.
+Runs off the training thread; the tensors it gets are private CPU copies."""
+from __future__ import annotations
+
+import logging
+from dataclasses import dataclass
+
+import numpy as np
+import torch
+
+from hook.config import Reduction
+from trial.collection import Collection
+from trial.modes import ModeKeys
+from trial.writer import TrialWriter
+
+logger = logging.getLogger(__name__)
+
+
+@dataclass(frozen=True)
+class SavePlan:
+    """How to save one tensor, from the collections it is saved for at this step."""
+
+    reductions: tuple[Reduction, ...] = ()
+    save_raw_tensor: bool = True
+    save_shape: bool = False
+
+
+RAW_ONLY = SavePlan()
+
+
+@dataclass(frozen=True)
+class StepJob:
+    writer: TrialWriter
+    step: int
+    mode: ModeKeys
+    mode_step: int
+    items: tuple[tuple[str, torch.Tensor | np.ndarray, SavePlan], ...]
+
+    def __call__(self) -> None:
+        tensors: list[tuple[str, np.ndarray]] = []
+        shapes: list[tuple[str, tuple[int, ...]]] = []
+        for name, value, plan in self.items:
+            if plan.save_shape:
+                shapes.append((name, tuple(int(d) for d in value.shape)))
+            for red in plan.reductions:
+                reduced = reduce(value, red)
+                if reduced is not None:
+                    tensors.append((red.tensor_name(name), reduced))
+            if plan.save_raw_tensor and _size(value) > 0:
+                tensors.append((name, to_numpy(value)))
+        self.writer.write_step(self.step, self.mode, self.mode_step, tensors, shapes=shapes)
+
+
+@dataclass(frozen=True)
+class CollectionsJob:
+    writer: TrialWriter
+    collections: tuple[Collection, ...]
+    num_workers: int
+
+    def __call__(self) -> None:
+        self.writer.write_collections(self.collections, self.num_workers)
+
+
+@dataclass(frozen=True)
+class EndMarkerJob:
+    writer: TrialWriter
+
+    def __call__(self) -> None:
+        self.writer.write_end_marker()
+
+
+def _size(value: torch.Tensor | np.ndarray) -> int:
+    return int(value.numel()) if isinstance(value, torch.Tensor) else int(np.asarray(value).size)
+
+
+def to_numpy(value: torch.Tensor | np.ndarray) -> np.ndarray:
+    if isinstance(value, np.ndarray):
+        return value
+    t = value.detach()
+    if t.dtype == torch.bfloat16 or not _numpy_has(t.dtype):
+        t = t.to(torch.float32)
+    return t.cpu().numpy()
+
+
+def _numpy_has(dtype: torch.dtype) -> bool:
+    return dtype in (torch.float16, torch.float32, torch.float64, torch.int8, torch.int16, torch.int32,
+                     torch.int64, torch.uint8, torch.bool, torch.complex64, torch.complex128)
+
+
+def reduce(value: torch.Tensor | np.ndarray, red: Reduction) -> np.ndarray | None:
+    """smdebug's PyTorch reductions (torch semantics: std/variance are unbiased), as float32/64."""
+    t = value if isinstance(value, torch.Tensor) else torch.as_tensor(value)
+    if t.numel() == 0:
+        return None
+    if not (t.is_floating_point() or t.is_complex()) or t.dtype in (torch.float16, torch.bfloat16):
+        t = t.to(torch.float32)
+    if red.abs:
+        t = t.abs()
+    try:
+        if red.op in ("l1", "l2"):
+            out = torch.linalg.vector_norm(t, ord=int(red.op[1]))
+        elif red.op == "variance":
+            out = t.var()
+        else:
+            out = getattr(t, red.op)()
+    except RuntimeError as e:  # e.g. max of a complex tensor
+        logger.warning("could not compute reduction %s: %s", red.config_token, e)
+        return None
+    return out.detach().cpu().numpy()

@@ -1,0 +1,18 @@
+"""The hook package's errors: one base, converted to a one-line CLI error by the launcher."""
+from __future__ import annotations
+
+
+class HookError(Exception):
+    """Base of every error the training-side hook raises."""
+
+
+class HookConfigError(HookError):
+    """debughookconfig.json (or a HookConfig dict) has a bad value; the message names the field."""
+
+    def __init__(self, field: str, message: str) -> None:
+        super().__init__(f"{field}: {message}")
+        self.field = field
+
+
+class HookWriteError(HookError):
+    """The background writer failed; raised by Hook.close() with the first failure as its cause."""

@@ -1,0 +1,257 @@
+"""Which S3 to talk to, and the embedded S3 server's lifecycle.
+
+Endpoint resolution, first match wins:
+1. `--s3-endpoint-url` (flag), 2. `AWS_ENDPOINT_URL_S3` (env), 3. AWS credentials present
+(env keys, a profile, `~/.aws/credentials` or `~/.aws/config`): real S3, said out loud,
+4. the embedded S3: a moto server started detached on a free loopback port on first use; its
+port and pid are kept in `$SDLOCAL_HOME/s3.json` (default `~/.sdlocal`) and reused by later
+commands after checking that it answers; `sdlocal s3 stop` stops it. Dummy credentials.
+"""
+from __future__ import annotations
+
+import contextlib
+import fcntl
+import json
+import os
+import signal
+import socket
+import subprocess
+import sys
+import time
+import urllib.request
+from collections.abc import Callable, Iterator, Mapping
+from dataclasses import asdict, dataclass
+from pathlib import Path
+from typing import Any
+
+from launcher.errors import S3EndpointError
+
+DEFAULT_BUCKET = "sdlocal"
+REGION = "us-east-1"
+DUMMY_CREDENTIALS = {"AWS_ACCESS_KEY_ID": "sdlocal", "AWS_SECRET_ACCESS_KEY": "sdlocal"}
+REPO_ROOT = Path(__file__).resolve().parent.parent
+
+
+def sdlocal_home(environ: Mapping[str, str] | None = None) -> Path:
+    env = os.environ if environ is None else environ
+    return Path(env.get("SDLOCAL_HOME") or Path.home() / ".sdlocal")
+
+
+@dataclass(frozen=True)
+class S3Endpoint:
+    url: str | None  # None: AWS's own endpoints
+    source: str  # "flag" | "env" | "aws" | "embedded"
+    dummy_credentials: bool = False
+
+    def client(self) -> Any:
+        import boto3
+
+        kwargs: dict[str, Any] = {"region_name": os.environ.get("AWS_DEFAULT_REGION") or REGION}
+        if self.url:
+            kwargs["endpoint_url"] = self.url
+        if self.dummy_credentials:
+            kwargs["aws_access_key_id"] = DUMMY_CREDENTIALS["AWS_ACCESS_KEY_ID"]
+            kwargs["aws_secret_access_key"] = DUMMY_CREDENTIALS["AWS_SECRET_ACCESS_KEY"]
+        return boto3.client("s3", **kwargs)
+
+    def child_env(self) -> dict[str, str]:
+        """Environment for the training/evaluator processes so that they reach the same S3."""
+        env: dict[str, str] = {}
+        if self.url:
+            env["AWS_ENDPOINT_URL_S3"] = self.url
+        if self.dummy_credentials:
+            env.update(DUMMY_CREDENTIALS)
+            env.setdefault("AWS_DEFAULT_REGION", REGION)
+        return env
+
+    def describe(self) -> str:
+        return {
+            "flag": f"S3: {self.url} (--s3-endpoint-url)",
+            "env": f"S3: {self.url} (AWS_ENDPOINT_URL_S3)",
+            "aws": "S3: Amazon S3 with your AWS credentials (set --s3-endpoint-url to use another endpoint)",
+            "embedded": f"S3: embedded server at {self.url} (stop it with `sdlocal s3 stop`)",
+        }[self.source]
+
+
+def aws_credentials_present(environ: Mapping[str, str] | None = None, home: Path | None = None) -> bool:
+    """Credentials that boto3 would find without asking the instance metadata service."""
+    env = os.environ if environ is None else environ
+    if env.get("AWS_ACCESS_KEY_ID") or env.get("AWS_PROFILE") or env.get("AWS_WEB_IDENTITY_TOKEN_FILE"):
+        return True
+    if env.get("AWS_CONTAINER_CREDENTIALS_RELATIVE_URI") or env.get("AWS_CONTAINER_CREDENTIALS_FULL_URI"):
+        return True
+    aws_dir = (home or Path.home()) / ".aws"
+    files = [env.get("AWS_SHARED_CREDENTIALS_FILE") or aws_dir / "credentials", env.get("AWS_CONFIG_FILE") or aws_dir / "config"]
+    return any(Path(f).is_file() for f in files)
+
+
+def resolve_endpoint(
+    flag: str | None,
+    *,
+    environ: Mapping[str, str] | None = None,
+    credentials_present: Callable[[], bool] | None = None,
+    embedded: EmbeddedS3 | None = None,
+) -> S3Endpoint:
+    env = os.environ if environ is None else environ
+    if flag:
+        return S3Endpoint(flag, "flag")
+    if env.get("AWS_ENDPOINT_URL_S3"):
+        return S3Endpoint(env["AWS_ENDPOINT_URL_S3"], "env")
+    if (credentials_present or (lambda: aws_credentials_present(env)))():
+        return S3Endpoint(None, "aws")
+    server = (embedded or EmbeddedS3(sdlocal_home(env))).ensure()
+    return S3Endpoint(server.url, "embedded", dummy_credentials=True)
+
+
+def ensure_bucket(client: Any, bucket: str) -> None:
+    """Create the bucket unless it exists (embedded/custom endpoints; never called for AWS)."""
+    try:
+        client.head_bucket(Bucket=bucket)
+    except Exception:
+        with contextlib.suppress(client.exceptions.BucketAlreadyOwnedByYou):
+            client.create_bucket(Bucket=bucket)
+
+
+@dataclass(frozen=True)
+class ServerState:
+    port: int
+    pid: int
+    url: str
+
+
+def _free_port() -> int:
+    with socket.socket() as s:
+        s.bind(("127.0.0.1", 0))
+        return int(s.getsockname()[1])
+
+
+def is_answering(url: str, timeout: float = 1.0) -> bool:
+    """A moto server answers `GET /moto-api/` (another program on a reused port does not)."""
+    try:
+        with urllib.request.urlopen(f"{url}/moto-api/", timeout=timeout) as resp:
+            return bool(resp.status == 200)
+    except (OSError, ValueError):
+        return False
+
+
+def _pid_alive(pid: int) -> bool:
+    try:
+        os.kill(pid, 0)
+    except ProcessLookupError:
+        return False
+    except PermissionError:
+        return True
+    return True
+
+
+def _is_our_server(pid: int) -> bool:
+    cmdline = Path(f"/proc/{pid}/cmdline")
+    if not cmdline.exists():  # not Linux: trust the state file's pid only while it is alive
+        return _pid_alive(pid)
+    return b"launcher._s3_server" in cmdline.read_bytes()
+
+
+class EmbeddedS3:
+    """The detached moto server shared by every sdlocal command of a user (one per SDLOCAL_HOME)."""
+
+    def __init__(
+        self,
+        home: Path,
+        *,
+        python: str = sys.executable,
+        start_timeout: float = 30.0,
+        clock: Callable[[], float] = time.monotonic,
+        sleep: Callable[[float], None] = time.sleep,
+    ) -> None:
+        self.home = home
+        self.python = python
+        self.start_timeout = start_timeout
+        self.clock = clock
+        self.sleep = sleep
+        self.state_path = home / "s3.json"
+        self.log_path = home / "s3.log"
+
+    def read_state(self) -> ServerState | None:
+        try:
+            data = json.loads(self.state_path.read_text())
+            return ServerState(int(data["port"]), int(data["pid"]), str(data["url"]))
+        except (OSError, ValueError, KeyError, TypeError):
+            return None
+
+    def running(self) -> ServerState | None:
+        state = self.read_state()
+        return state if state is not None and is_answering(state.url) else None
+
+    def ensure(self) -> ServerState:
+        """The running server (reused if it answers), else a freshly started one."""
+        with self._lock():
+            state = self.read_state()
+            if state is not None and is_answering(state.url):
+                return state
+            if state is not None:  # stale: its process died or stopped answering
+                self._kill(state, grace=2.0)
+            return self._start()
+
+    def stop(self, grace: float = 5.0) -> ServerState | None:
+        """Stop the server; returns what was stopped (None if nothing was recorded)."""
+        with self._lock():
+            state = self.read_state()
+            if state is None:
+                return None
+            self._kill(state, grace)
+            self.state_path.unlink(missing_ok=True)
+            return state
+
+    def _start(self) -> ServerState:
+        self.home.mkdir(parents=True, exist_ok=True)
+        port = _free_port()
+        env = {**os.environ, "PYTHONPATH": os.pathsep.join(filter(None, [str(REPO_ROOT), os.environ.get("PYTHONPATH")]))}
+        with open(self.log_path, "ab") as log:
+            proc = subprocess.Popen(
+                [self.python, "-m", "launcher._s3_server", "--port", str(port)],
+                stdin=subprocess.DEVNULL, stdout=log, stderr=log, start_new_session=True, env=env,
+                cwd=str(self.home),
+            )
+        state = ServerState(port, proc.pid, f"http://127.0.0.1:{port}")
+        deadline = self.clock() + self.start_timeout
+        while not is_answering(state.url, timeout=0.5):
+            if proc.poll() is not None or self.clock() > deadline:
+                self._kill(state, grace=1.0)
+                proc.wait(timeout=5)
+                tail = self.log_path.read_text(errors="replace")[-500:] if self.log_path.exists() else ""
+                raise S3EndpointError(f"the embedded S3 server did not start on port {port}: {tail.strip()}")
+            self.sleep(0.1)
+        self.state_path.write_text(json.dumps(asdict(state)))
+        return state
+
+    def _kill(self, state: ServerState, grace: float) -> None:
+        if not _pid_alive(state.pid) or not _is_our_server(state.pid):
+            return
+        with contextlib.suppress(ProcessLookupError, PermissionError):
+            os.killpg(state.pid, signal.SIGTERM)
+        deadline = self.clock() + grace
+        while _pid_alive(state.pid) and self.clock() < deadline:
+            with contextlib.suppress(ChildProcessError):
+                os.waitpid(state.pid, os.WNOHANG)  # reap it when we are its parent
+            self.sleep(0.05)
+        with contextlib.suppress(ProcessLookupError, PermissionError):
+            os.killpg(state.pid, signal.SIGKILL)
+
+    @contextlib.contextmanager
+    def _lock(self, timeout: float = 60.0) -> Iterator[None]:
+        """Serialize start/stop between concurrent sdlocal commands (flock, polled with a deadline)."""
+        self.home.mkdir(parents=True, exist_ok=True)
+        with open(self.home / "s3.lock", "w") as fh:
+            deadline = self.clock() + timeout
+            while True:
+                try:
+                    fcntl.flock(fh, fcntl.LOCK_EX | fcntl.LOCK_NB)
+                    break
+                except BlockingIOError:
+                    if self.clock() > deadline:
+                        raise S3EndpointError(f"another sdlocal holds {self.home / 's3.lock'}") from None
+                    self.sleep(0.1)
+            try:
+                yield
+            finally:
+                fcntl.flock(fh, fcntl.LOCK_UN)

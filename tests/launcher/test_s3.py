@@ -1,0 +1,93 @@
+"""Endpoint resolution and the embedded S3 server's start / reuse / stale restart / stop."""
+from __future__ import annotations
+
+import json
+import os
+from pathlib import Path
+
+import pytest
+
+from launcher.s3 import (
+    EmbeddedS3,
+    S3Endpoint,
+    aws_credentials_present,
+    ensure_bucket,
+    is_answering,
+    resolve_endpoint,
+)
+
+
+def test_resolution_order(tmp_path: Path) -> None:
+    never = EmbeddedS3(tmp_path / "unused")
+    env = {"AWS_ENDPOINT_URL_S3": "http://env:1"}
+    assert resolve_endpoint("http://flag:1", environ=env) == S3Endpoint("http://flag:1", "flag")
+    assert resolve_endpoint(None, environ=env) == S3Endpoint("http://env:1", "env")
+    aws = resolve_endpoint(None, environ={}, credentials_present=lambda: True, embedded=never)
+    assert aws.source == "aws" and aws.url is None and "AWS credentials" in aws.describe()
+    assert not (tmp_path / "unused").exists()
+
+
+def test_credentials_detection(tmp_path: Path) -> None:
+    assert aws_credentials_present({"AWS_ACCESS_KEY_ID": "x"}, home=tmp_path)
+    assert not aws_credentials_present({}, home=tmp_path)
+    (tmp_path / ".aws").mkdir()
+    (tmp_path / ".aws" / "credentials").write_text("[default]\n")
+    assert aws_credentials_present({}, home=tmp_path)
+
+
+def test_embedded_server_start_reuse_stop(tmp_path: Path) -> None:
+    server = EmbeddedS3(tmp_path)
+    endpoint = resolve_endpoint(None, environ={}, credentials_present=lambda: False, embedded=server)
+    try:
+        assert endpoint.source == "embedded" and endpoint.dummy_credentials
+        assert endpoint.child_env()["AWS_ENDPOINT_URL_S3"] == endpoint.url
+        state = json.loads((tmp_path / "s3.json").read_text())
+        assert endpoint.url == state["url"] and is_answering(state["url"])
+        client = endpoint.client()
+        ensure_bucket(client, "sdlocal")
+        ensure_bucket(client, "sdlocal")  # idempotent
+        client.put_object(Bucket="sdlocal", Key="k", Body=b"v")
+        # a second command reuses the same server (and its data)
+        again = EmbeddedS3(tmp_path).ensure()
+        assert again.pid == state["pid"] and again.url == endpoint.url
+        assert client.get_object(Bucket="sdlocal", Key="k")["Body"].read() == b"v"
+    finally:
+        stopped = server.stop()
+    assert stopped is not None and stopped.pid == state["pid"]
+    assert not (tmp_path / "s3.json").exists()
+    assert not is_answering(endpoint.url or "")
+    assert not _alive(state["pid"])
+    assert server.stop() is None
+
+
+def test_stale_state_is_replaced(tmp_path: Path) -> None:
+    # a recorded server that no longer answers (dead pid, nothing on the port)
+    (tmp_path / "s3.json").write_text(json.dumps({"port": 9, "pid": 999999, "url": "http://127.0.0.1:9"}))
+    server = EmbeddedS3(tmp_path)
+    try:
+        state = server.ensure()
+        assert state.port != 9 and is_answering(state.url)
+        assert server.running() == state
+    finally:
+        server.stop()
+
+
+def test_ensure_bucket_on_moto(moto_server: str) -> None:
+    client = S3Endpoint(moto_server, "flag").client()
+    ensure_bucket(client, "made-by-sdlocal")
+    assert "made-by-sdlocal" in [b["Name"] for b in client.list_buckets()["Buckets"]]
+
+
+def _alive(pid: int) -> bool:
+    try:
+        os.kill(pid, 0)
+    except ProcessLookupError:
+        return False
+    # a zombie child of this test process counts as gone
+    status = Path(f"/proc/{pid}/status")
+    return not (status.exists() and "zombie" in status.read_text())
+
+
+@pytest.fixture(autouse=True)
+def _no_endpoint_env(monkeypatch: pytest.MonkeyPatch) -> None:
+    monkeypatch.delenv("AWS_ENDPOINT_URL_S3", raising=False)

@@ -63,7 +63,7 @@ class UnchangedTensor(Rule):
             tensor = self.base_trial.tensor(name)
             if value_or_none(tensor, step) is None:
                 continue
-            history = self._history.setdefault((name, int(mode)), [])
+            history = self._history.setdefault((name, int(mode or 0)), [])
             if not history or history[-1] != step:
                 history.append(step)
             del history[: -self.num_steps]

@@ -1,0 +1,135 @@
+"""The evaluator loop: follow a (live) trial, evaluate each complete step once, in order, and turn
+verdicts into SageMaker rule statuses. Clock and sleep are injected; every wait has a deadline."""
+from __future__ import annotations
+
+import datetime as _dt
+import time
+from collections.abc import Callable
+from typing import Any
+
+from evaluator.rule import Rule, Verdict
+from evaluator.status import RuleStatus, Status, client_error_details, condition_met_details
+from trial.errors import MissingCollectionFiles
+
+NO_DEBUG_DATA = (
+    "No debugging data was saved by the training job. Check that the debugger hook was configured "
+    "correctly before starting the training job. Exception: "
+)
+
+StatusCallback = Callable[[RuleStatus], None]
+
+
+def _utcnow() -> _dt.datetime:
+    return _dt.datetime.now(_dt.timezone.utc)
+
+
+class _Reporter:
+    """Calls `on_status` whenever the status changes (not for a mere time change)."""
+
+    def __init__(self, first: RuleStatus, on_status: StatusCallback | None, now: Callable[[], _dt.datetime]) -> None:
+        self.current = first
+        self._reported: RuleStatus | None = None
+        self._on_status = on_status
+        self._now = now
+
+    def report(self, **changes: Any) -> RuleStatus:
+        candidate = self.current.with_changes(**changes)
+        if not candidate.same_as(self._reported):
+            candidate = candidate.with_changes(last_modified_time=self._now())
+            self._reported = candidate
+            if self._on_status is not None:
+                self._on_status(candidate)
+        self.current = candidate
+        return candidate
+
+
+def evaluate(
+    trial: Any,
+    rule: Rule,
+    *,
+    rule_configuration_name: str | None = None,
+    job_arn: str = "",
+    interval: float = 2.0,
+    deadline: float = 86400.0,
+    collections_timeout: float = 600.0,
+    clock: Callable[[], float] = time.monotonic,
+    sleep: Callable[[float], None] = time.sleep,
+    on_status: StatusCallback | None = None,
+    start_step: int | None = None,
+    end_step: int | None = None,
+    assume_ended: bool = False,
+    stop_requested: Callable[[], bool] | None = None,
+    now: Callable[[], _dt.datetime] = _utcnow,
+) -> RuleStatus:
+    """Run `rule` over `trial` until training has ended and every step is evaluated; return the
+    final status (IssuesFound, NoIssuesFound, Error or Stopped).
+
+    Statuses reported through `on_status`: InProgress first; IssuesFound as soon as the rule fires
+    (details name the first step that fired; evaluation goes on); LastEvaluatedStep after each
+    poll that evaluated steps; the final status once training has ended (`training_job_end.ts`)
+    and a refresh made after that saw no new step. Steps: every global step, ascending, within
+    `start_step` ≤ step < `end_step` (end exclusive, as smdebug's rule invoker). A step that was
+    not saved for this rule (missing tensors) is "not evaluated", not an error. `assume_ended`
+    treats the trial as finished even without its end marker (`sdlocal evaluate` on a folder).
+    """
+    name = rule_configuration_name or rule.rule_name
+    reporter = _Reporter(RuleStatus(name, Status.IN_PROGRESS, job_arn=job_arn), on_status, now)
+    reporter.report()
+    started = clock()
+
+    try:
+        trial.wait_for_collections(collections_timeout, interval, sleep=sleep, clock=clock)
+    except MissingCollectionFiles as exc:
+        return reporter.report(status=Status.ERROR, status_details=client_error_details(NO_DEBUG_DATA + str(exc)))
+
+    last_step: int | None = None
+    fired_at: int | None = None
+    while True:
+        step: int | None = None
+        if stop_requested is not None and stop_requested():
+            return reporter.report(status=Status.STOPPED)
+        try:
+            ended = assume_ended or bool(trial.training_ended())
+            trial.refresh()
+            steps = trial.steps(show_incomplete_steps=assume_ended)
+            reached_end = False
+            for candidate in steps:
+                step = candidate
+                if last_step is not None and step <= last_step:
+                    continue
+                if start_step is not None and step < start_step:
+                    continue
+                if end_step is not None and step >= end_step:
+                    reached_end = True
+                    break
+                verdict = rule.invoke(step)
+                last_step = step
+                if verdict is Verdict.CONDITION_MET and fired_at is None:
+                    fired_at = step
+                    reporter.report(
+                        status=Status.ISSUES_FOUND,
+                        status_details=condition_met_details(rule.rule_name, step),
+                        last_evaluated_step=step,
+                    )
+            step = None
+        except Exception as exc:  # noqa: BLE001 - any failure ends this evaluator with status Error
+            where = f" at step {step}" if step is not None else ""
+            return reporter.report(
+                status=Status.ERROR,
+                status_details=client_error_details(
+                    f"Rule {rule.rule_name} failed{where}: {type(exc).__name__}: {exc}"
+                ),
+            )
+        reporter.report(last_evaluated_step=last_step)
+        if ended or reached_end:
+            final = Status.ISSUES_FOUND if fired_at is not None else Status.NO_ISSUES_FOUND
+            return reporter.report(status=final)
+        if clock() - started >= deadline:
+            return reporter.report(
+                status=Status.ERROR,
+                status_details=client_error_details(
+                    f"Rule {rule.rule_name} did not finish within the deadline of {deadline:g} s: "
+                    f"training has not ended (last evaluated step {last_step})"
+                ),
+            )
+        sleep(interval)

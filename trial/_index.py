@@ -53,6 +53,8 @@ def split_reduction_name(name: str) -> tuple[str, str, bool] | None:
     red, _, base = name[len(REDUCTIONS_PREFIX) :].partition("/")
     if not base or not red:
         return None
+    if red.endswith("_norm"):  # smdebug writes "l2"; accept "l2_norm" too
+        red = red[: -len("_norm")]
     if red.startswith("abs_"):
         return base, red[4:], True
     return base, red, False

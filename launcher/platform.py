@@ -1,0 +1,180 @@
+""""The platform": what SageMaker does around the training container.
+
+It lays out the job directory (the process runtime's `/opt/ml`), writes `input/config/*.json`,
+uploads the hook's output continuously to the job's S3 prefixes and writes `training_job_end.ts`
+after the final upload, whether training succeeded or not.
+"""
+from __future__ import annotations
+
+import json
+import threading
+from collections.abc import Callable, Iterable
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Any
+
+from launcher._values import split_s3_uri
+from launcher.spec import JobSpec
+
+END_MARKER = "training_job_end.ts"
+RESOURCE_CONFIG = {"current_host": "algo-1", "hosts": ["algo-1"], "network_interface_name": "eth0"}
+
+
+@dataclass(frozen=True)
+class JobDir:
+    """`$SDLOCAL_HOME/jobs/<job>/` (or `--work-dir`): the job's `/opt/ml` for the process runtime."""
+
+    root: Path
+
+    @property
+    def config_dir(self) -> Path:
+        return self.root / "input" / "config"
+
+    @property
+    def tensors(self) -> Path:
+        return self.root / "output" / "tensors"
+
+    @property
+    def tensorboard(self) -> Path:
+        return self.root / "output" / "tensorboard"
+
+    @property
+    def model(self) -> Path:
+        return self.root / "model"
+
+    @property
+    def logs(self) -> Path:
+        return self.root / "logs"
+
+    @property
+    def record(self) -> Path:
+        return self.root / "job.json"
+
+    def config_file(self, name: str) -> Path:
+        return self.config_dir / f"{name}.json"
+
+    def rule_log(self, rule_name: str) -> Path:
+        return self.logs / f"rule-{rule_name}.log"
+
+    def create(self) -> None:
+        for path in (self.config_dir, self.tensors, self.tensorboard, self.model, self.logs):
+            path.mkdir(parents=True, exist_ok=True)
+
+
+def write_configs(spec: JobSpec, job_dir: JobDir, endpoint_url: str | None) -> None:
+    """The container's config files, plus `job.json` (what `sdlocal summary` needs later)."""
+    job_dir.create()
+
+    def dump(path: Path, data: Any) -> None:
+        path.write_text(json.dumps(data, indent=2) + "\n")
+
+    if spec.hook is not None:
+        dump(job_dir.config_file("debughookconfig"), spec.hook.to_container_config(str(job_dir.tensors)))
+    if spec.profiler is not None:
+        dump(job_dir.config_file("profilerconfig"), spec.profiler.to_container_config())
+    if spec.tensorboard is not None:
+        dump(job_dir.config_file("tensorboardoutputconfig"), {"LocalPath": str(job_dir.tensorboard)})
+    dump(job_dir.config_file("resourceconfig"), RESOURCE_CONFIG)
+    dump(job_dir.config_file("hyperparameters"), dict(spec.hyperparameters))
+    dump(job_dir.record, job_record(spec, endpoint_url))
+
+
+def job_record(spec: JobSpec, endpoint_url: str | None) -> dict[str, Any]:
+    return {
+        "TrainingJobName": spec.job_name,
+        "DebugOutput": spec.debug_output,
+        "S3EndpointUrl": endpoint_url,
+        "DebugRules": [{"RuleConfigurationName": r.name, "RuleOutput": r.output} for r in spec.debug_rules],
+        "ProfilerRules": [{"RuleConfigurationName": r.name, "RuleOutput": r.output} for r in spec.profiler_rules],
+    }
+
+
+@dataclass(frozen=True)
+class UploadTarget:
+    local: Path
+    uri: str  # s3://bucket/prefix (the files' keys are appended)
+
+
+def _rank(rel: str) -> int:
+    """Upload order: an events file before the index file that points to it; collections early."""
+    top = rel.split("/", 1)[0]
+    return {"events": 0, "collections": 1, "index": 3}.get(top, 2)
+
+
+def _closed_files(root: Path) -> list[Path]:
+    """Closed files under root. `index/` is listed FIRST: the hook renames an events file before it
+    creates its index file, so every index file seen here has its events file in the later listing."""
+    if not root.is_dir():
+        return []
+    index_dir = root / "index"
+    files = sorted(p for p in index_dir.rglob("*") if p.is_file()) if index_dir.is_dir() else []
+    files += sorted(p for p in root.rglob("*") if p.is_file() and index_dir not in p.parents)
+    return [p for p in files if not p.name.endswith(".tmp") and p.name != END_MARKER]
+
+
+class Uploader:
+    """Uploads closed files of each target (each file once; again if it changed), on a thread."""
+
+    def __init__(
+        self,
+        client: Any,
+        targets: Iterable[UploadTarget],
+        *,
+        interval: float = 1.0,
+        on_error: Callable[[Exception], None] | None = None,
+    ) -> None:
+        self.client = client
+        self.targets = list(targets)
+        self.interval = interval
+        self.on_error = on_error
+        self.uploaded: list[str] = []  # s3 URIs in upload order (for tests and logs)
+        self._seen: dict[Path, tuple[int, int]] = {}
+        self._stop = threading.Event()
+        self._thread: threading.Thread | None = None
+        self._lock = threading.Lock()
+
+    def sync_once(self) -> int:
+        count = 0
+        with self._lock:
+            for target in self.targets:
+                bucket, prefix = split_s3_uri(target.uri)
+                files = _closed_files(target.local)
+                for path in sorted(files, key=lambda p: _rank(p.relative_to(target.local).as_posix())):
+                    try:
+                        st = path.stat()
+                    except FileNotFoundError:
+                        continue
+                    signature = (st.st_size, st.st_mtime_ns)
+                    if self._seen.get(path) == signature:
+                        continue
+                    rel = path.relative_to(target.local).as_posix()
+                    key = f"{prefix}/{rel}" if prefix else rel
+                    self.client.put_object(Bucket=bucket, Key=key, Body=path.read_bytes())
+                    self._seen[path] = signature
+                    self.uploaded.append(f"s3://{bucket}/{key}")
+                    count += 1
+        return count
+
+    def start(self) -> None:
+        self._thread = threading.Thread(target=self._run, name="sdlocal-uploader", daemon=True)
+        self._thread.start()
+
+    def _run(self) -> None:
+        while not self._stop.wait(self.interval):
+            try:
+                self.sync_once()
+            except Exception as e:  # keep going: the final upload retries and reports
+                if self.on_error:
+                    self.on_error(e)
+
+    def finish(self, timeout: float = 60.0) -> int:
+        """Stop the thread (deadline) and do the final upload; errors of the final upload propagate."""
+        self._stop.set()
+        if self._thread is not None:
+            self._thread.join(timeout)
+        return self.sync_once()
+
+
+def write_end_marker(client: Any, debug_output: str) -> None:
+    bucket, prefix = split_s3_uri(debug_output)
+    client.put_object(Bucket=bucket, Key=f"{prefix}/{END_MARKER}" if prefix else END_MARKER, Body=b"")

@@ -51,7 +51,7 @@ class AllZero(Rule):
             if percent is None:
                 continue
             if percent >= self.threshold:
-                self.logger.info("%s: %s is %.1f%% zeros at step %d", self.rule_name, name, percent, step)
+                self.logger.debug("%s: %s is %.1f%% zeros at step %d", self.rule_name, name, percent, step)
                 return Verdict.CONDITION_MET
             verdict = Verdict.CONDITION_NOT_MET
         return verdict

@@ -49,7 +49,7 @@ class ExplodingTensor(Rule):
                     continue
                 values = np.asarray(list(reductions.values()), dtype=np.float64)
             if _bad(values, self.only_nan):
-                self.logger.info("%s: %s is not finite at step %d", self.rule_name, name, step)
+                self.logger.debug("%s: %s is not finite at step %d", self.rule_name, name, step)
                 return Verdict.CONDITION_MET
             verdict = Verdict.CONDITION_NOT_MET
         return verdict

@@ -111,10 +111,10 @@ class LossNotDecreasing(Rule):
                 prev = state.baseline.get(name)
                 lowest = state.minimum.get(name)
                 if prev is not None and (prev - loss) < abs(prev) * self.diff_percent / 100.0:
-                    self.logger.info("%s: %s %g at step %d vs %g at mode step %d", self.rule_name, name, loss, step, prev, state.baseline_step)
+                    self.logger.debug("%s: %s %g at step %d vs %g at mode step %d", self.rule_name, name, loss, step, prev, state.baseline_step)
                     fired = True
                 if lowest is not None and loss - lowest > abs(lowest) * self.increase_threshold_percent / 100.0:
-                    self.logger.info("%s: %s rose to %g (lowest %g)", self.rule_name, name, loss, lowest)
+                    self.logger.debug("%s: %s rose to %g (lowest %g)", self.rule_name, name, loss, lowest)
                     fired = True
         state.baseline_step = mode_step
         state.baseline.update(losses)

@@ -72,6 +72,6 @@ class UnchangedTensor(Rule):
             verdict = Verdict.CONDITION_NOT_MET
             # keep updating every tensor's history even after one fired
             if not fired and self._unchanged(tensor, history):
-                self.logger.info("%s: %s unchanged over steps %s", self.rule_name, name, history)
+                self.logger.debug("%s: %s unchanged over steps %s", self.rule_name, name, history)
                 fired = True
         return Verdict.CONDITION_MET if fired else verdict

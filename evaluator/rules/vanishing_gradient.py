@@ -29,7 +29,7 @@ class VanishingGradient(Rule):
             if mean_abs is None or math.isnan(mean_abs):
                 continue
             if mean_abs < self.threshold:
-                self.logger.info("%s: mean |%s| = %g < %g at step %d", self.rule_name, name, mean_abs, self.threshold, step)
+                self.logger.debug("%s: mean |%s| = %g < %g at step %d", self.rule_name, name, mean_abs, self.threshold, step)
                 return Verdict.CONDITION_MET
             verdict = Verdict.CONDITION_NOT_MET
         return verdict

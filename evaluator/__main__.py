@@ -1,0 +1,76 @@
+"""`python -m evaluator`: run ONE rule for ONE job, configured by the environment contract of
+docs/design.md; writes `<SDLOCAL_RULE_OUTPUT>/status.json` whenever the status changes.
+Exit 0 on IssuesFound/NoIssuesFound/Stopped, 1 on Error, 2 when the contract is incomplete
+and there is nowhere to write a status."""
+from __future__ import annotations
+
+import logging
+import os
+import signal
+import sys
+from collections.abc import Mapping
+from typing import TextIO
+
+from evaluator.api import run_rule
+from evaluator.contract import EvaluatorEnv
+from evaluator.errors import ContractError
+from evaluator.status import RuleStatus, Status, client_error_details, fake_job_arn, write_status
+from trial.errors import TrialError
+from trial.storage import open_storage
+
+_OK = (Status.ISSUES_FOUND, Status.NO_ISSUES_FOUND, Status.STOPPED)
+
+
+def _contract_failure(exc: ContractError, environ: Mapping[str, str], stderr: TextIO) -> int:
+    output = environ.get("SDLOCAL_RULE_OUTPUT", "").strip()
+    print(f"evaluator: {exc}", file=stderr)
+    if not output:
+        return 2
+    name = environ.get("SDLOCAL_RULE_CONFIGURATION_NAME", "").strip() or "unknown"
+    job = environ.get("SDLOCAL_JOB_NAME", "").strip() or "unknown"
+    status = RuleStatus(name, Status.ERROR, client_error_details(str(exc)), job_arn=fake_job_arn(job, name))
+    try:
+        write_status(open_storage(output, endpoint_url=environ.get("AWS_ENDPOINT_URL_S3") or None), status)
+    except (TrialError, OSError) as write_exc:
+        print(f"evaluator: cannot write the status to {output}: {write_exc}", file=stderr)
+        return 2
+    return 1
+
+
+def main(environ: Mapping[str, str] | None = None, stderr: TextIO = sys.stderr) -> int:
+    environ = os.environ if environ is None else environ
+    logging.basicConfig(level=logging.INFO, stream=stderr, format="%(asctime)s %(name)s %(levelname)s %(message)s")
+    try:
+        env = EvaluatorEnv.from_environ(environ)
+    except ContractError as exc:
+        return _contract_failure(exc, environ, stderr)
+
+    stop = {"requested": False}
+
+    def _on_sigterm(signum: int, frame: object) -> None:
+        stop["requested"] = True
+
+    signal.signal(signal.SIGTERM, _on_sigterm)
+    output = open_storage(env.rule_output, endpoint_url=env.endpoint_url)
+
+    def on_status(status: RuleStatus) -> None:
+        write_status(output, status)
+        print(f"evaluator: {status.rule_configuration_name}: {status.status.value} {status.status_details}".rstrip(), file=stderr)
+
+    status = run_rule(
+        env.debug_output,
+        env.rule_parameters,
+        rule_configuration_name=env.rule_configuration_name,
+        job_name=env.job_name,
+        on_status=on_status,
+        interval=env.poll_interval_s,
+        deadline=env.deadline_s,
+        collections_timeout=env.collections_timeout_s,
+        endpoint_url=env.endpoint_url,
+        stop_requested=lambda: stop["requested"],
+    )
+    return 0 if status.status in _OK else 1
+
+
+if __name__ == "__main__":
+    sys.exit(main())

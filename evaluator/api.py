@@ -1,0 +1,146 @@
+"""Running one rule against one trial: the code shared by `python -m evaluator` (a job's live
+trial) and `sdlocal evaluate` (`evaluate_trial`, a finished trial)."""
+from __future__ import annotations
+
+import datetime as _dt
+import tempfile
+import time
+from collections.abc import Callable, Mapping
+from pathlib import Path
+from typing import Any
+
+from evaluator.contract import RuleRequest
+from evaluator.errors import CustomRuleError, EvaluatorError
+from evaluator.loop import StatusCallback, evaluate
+from evaluator.registry import get_rule_class, instantiate_rule, load_custom_rule
+from evaluator.rule import Rule
+from evaluator.status import RuleStatus, Status, client_error_details, fake_job_arn
+from trial import create_trial
+from trial.errors import TrialError
+from trial.storage import parse_s3_uri
+
+
+def fetch_rule_file(source: str, dest_dir: Path, *, s3_client: Any = None, endpoint_url: str | None = None) -> Path:
+    """The custom rule file: an s3:// object downloaded into `dest_dir`, or a local path."""
+    if not source.startswith("s3://"):
+        return Path(source.removeprefix("file://")).expanduser()
+    try:
+        bucket, key = parse_s3_uri(source)
+        if not key:
+            raise ValueError("no object key")
+        if s3_client is None:
+            import boto3
+
+            s3_client = boto3.client("s3", endpoint_url=endpoint_url)
+        target = dest_dir / (Path(key).name or "rule.py")
+        s3_client.download_file(bucket, key, str(target))
+    except Exception as exc:  # noqa: BLE001 - botocore raises many kinds; all mean "cannot download"
+        raise CustomRuleError(f"Cannot download custom rule file {source}: {type(exc).__name__}: {exc}") from exc
+    return target
+
+
+def _rule_class(request: RuleRequest, tmp: Path, *, s3_client: Any, endpoint_url: str | None) -> type[Rule]:
+    if request.source_s3_uri:
+        path = fetch_rule_file(request.source_s3_uri, tmp, s3_client=s3_client, endpoint_url=endpoint_url)
+        return load_custom_rule(path, request.rule_to_invoke)
+    return get_rule_class(request.rule_to_invoke)
+
+
+def run_rule(
+    trial_uri: str,
+    rule_parameters: Mapping[str, str],
+    *,
+    rule_configuration_name: str,
+    job_name: str,
+    on_status: StatusCallback | None = None,
+    interval: float = 2.0,
+    deadline: float = 86400.0,
+    collections_timeout: float = 600.0,
+    endpoint_url: str | None = None,
+    s3_client: Any = None,
+    clock: Callable[[], float] = time.monotonic,
+    sleep: Callable[[float], None] = time.sleep,
+    assume_ended: bool = False,
+    stop_requested: Callable[[], bool] | None = None,
+) -> RuleStatus:
+    """Resolve the rule (built-in or custom), open the trial(s), build the rule from its string
+    parameters and evaluate it. Every problem ends as an `Error` status (reported through
+    `on_status` and returned), never as an exception."""
+    arn = fake_job_arn(job_name, rule_configuration_name)
+    with tempfile.TemporaryDirectory(prefix="sdlocal-rule-") as tmp:
+        try:
+            request = RuleRequest.from_parameters(rule_parameters, default_rule=None)
+            cls = _rule_class(request, Path(tmp), s3_client=s3_client, endpoint_url=endpoint_url)
+            trial = create_trial(trial_uri, s3_client=s3_client, endpoint_url=endpoint_url)
+            others = [create_trial(u, s3_client=s3_client, endpoint_url=endpoint_url) for u in request.other_trials]
+            rule = instantiate_rule(cls, trial, request.rule_kwargs, action_str=request.action_json, other_trials=others)
+        except (EvaluatorError, TrialError) as exc:
+            status = RuleStatus(
+                rule_configuration_name,
+                Status.ERROR,
+                status_details=client_error_details(str(exc)),
+                last_modified_time=_dt.datetime.now(_dt.timezone.utc),
+                job_arn=arn,
+            )
+            if on_status is not None:
+                on_status(status)
+            return status
+        return evaluate(
+            trial,
+            rule,
+            rule_configuration_name=rule_configuration_name,
+            job_arn=arn,
+            interval=interval,
+            deadline=deadline,
+            collections_timeout=collections_timeout,
+            clock=clock,
+            sleep=sleep,
+            on_status=on_status,
+            start_step=request.start_step,
+            end_step=request.end_step,
+            assume_ended=assume_ended,
+            stop_requested=stop_requested,
+        )
+
+
+def evaluate_trial(
+    trial_uri: str,
+    rule_name: str,
+    params: Mapping[str, str],
+    *,
+    custom_rule_file: str | None = None,
+    endpoint_url: str | None = None,
+    interval: float = 1.0,
+    deadline: float = 3600.0,
+    rule_configuration_name: str | None = None,
+    job_name: str = "local",
+    follow: bool = False,
+    on_status: StatusCallback | None = None,
+    s3_client: Any = None,
+) -> RuleStatus:
+    """Evaluate one rule on a trial (local folder or s3:// prefix) and return the final status.
+
+    By default the trial is taken as finished (even without `training_job_end.ts`): every saved
+    step is evaluated once and the result is IssuesFound/NoIssuesFound. `follow=True` follows a
+    live trial like a job's evaluator. `params` are RuleParameters (strings; reserved keys such
+    as start_step/end_step work); `custom_rule_file` (path or s3://) makes `rule_name` the class
+    to load from it. Configuration problems (unknown rule, bad parameter, custom rule that does
+    not load) come back as an `Error` status whose StatusDetails say why.
+    """
+    rule_params = dict(params)
+    rule_params["rule_to_invoke"] = rule_name
+    if custom_rule_file:
+        rule_params["source_s3_uri"] = str(custom_rule_file)
+    return run_rule(
+        str(trial_uri),
+        rule_params,
+        rule_configuration_name=rule_configuration_name or rule_name,
+        job_name=job_name,
+        on_status=on_status,
+        interval=interval,
+        deadline=deadline,
+        collections_timeout=600.0 if follow else 0.0,
+        endpoint_url=endpoint_url,
+        s3_client=s3_client,
+        assume_ended=not follow,
+    )

@@ -1,0 +1,133 @@
+"""Where training and rule evaluators run: the `Runtime` interface and its launch options.
+
+A runtime turns a frozen launch description into a running `Handle`. `ProcessRuntime` runs
+subprocesses on this host; a docker runtime (later) maps the same options with `to_docker_kwargs()`.
+"""
+from __future__ import annotations
+
+import abc
+import json
+import sys
+from collections.abc import Mapping
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any
+
+REPO_ROOT = Path(__file__).resolve().parent.parent.parent
+
+
+@dataclass(frozen=True)
+class TrainingLaunch:
+    job_name: str
+    entry_point: str  # relative to source_dir
+    source_dir: Path
+    hyperparameters: tuple[tuple[str, str], ...]
+    config_dir: Path  # input/config with debughookconfig.json etc.
+    model_dir: Path
+    log_path: Path
+    image: str | None = None  # AlgorithmSpecification.TrainingImage (docker runtime)
+    env: tuple[tuple[str, str], ...] = ()  # extra environment (S3 endpoint, credentials)
+
+    def argv(self, python: str = sys.executable) -> list[str]:
+        """SageMaker's training toolkit passes hyperparameters as `--key value`."""
+        args = [python, "-m", "hook.run", self.entry_point]
+        for key, value in self.hyperparameters:
+            args += [f"--{key}", value]
+        return args
+
+    def container_env(self) -> dict[str, str]:
+        env = {
+            "TRAINING_JOB_NAME": self.job_name,
+            "SM_MODEL_DIR": str(self.model_dir),
+            "SM_HPS": json.dumps(dict(self.hyperparameters)),
+            "PYTHONUNBUFFERED": "1",
+        }
+        for name, var in (("debughookconfig", "SMDEBUG_CONFIG_FILE_PATH"),
+                          ("profilerconfig", "SMPROFILER_CONFIG_PATH"),
+                          ("tensorboardoutputconfig", "TENSORBOARD_CONFIG_FILE_PATH")):
+            path = self.config_dir / f"{name}.json"
+            if path.exists():
+                env[var] = str(path)
+        env.update(dict(self.env))
+        return env
+
+    def to_process_kwargs(self, python: str = sys.executable) -> dict[str, Any]:
+        return {"args": self.argv(python), "cwd": str(self.source_dir), "env": self.container_env()}
+
+
+@dataclass(frozen=True)
+class RuleLaunch:
+    """One evaluator for one rule; `to_env()` is the evaluator's environment contract (design.md)."""
+
+    job_name: str
+    rule_name: str
+    rule_parameters: tuple[tuple[str, str], ...]
+    debug_output: str
+    rule_output: str
+    log_path: Path
+    profiler_output: str | None = None
+    poll_interval_s: float | None = None
+    deadline_s: float | None = None
+    collections_timeout_s: float | None = None
+    image: str | None = None
+    env: tuple[tuple[str, str], ...] = ()
+
+    def to_env(self) -> dict[str, str]:
+        env = {
+            "SDLOCAL_JOB_NAME": self.job_name,
+            "SDLOCAL_RULE_CONFIGURATION_NAME": self.rule_name,
+            "SDLOCAL_RULE_PARAMETERS": json.dumps(dict(self.rule_parameters)),
+            "SDLOCAL_DEBUG_OUTPUT": self.debug_output,
+            "SDLOCAL_RULE_OUTPUT": self.rule_output,
+            "PYTHONUNBUFFERED": "1",
+        }
+        optional = {
+            "SDLOCAL_PROFILER_OUTPUT": self.profiler_output,
+            "SDLOCAL_POLL_INTERVAL_S": self.poll_interval_s,
+            "SDLOCAL_DEADLINE_S": self.deadline_s,
+            "SDLOCAL_COLLECTIONS_TIMEOUT_S": self.collections_timeout_s,
+        }
+        env.update({k: str(v) for k, v in optional.items() if v is not None})
+        env.update(dict(self.env))
+        return env
+
+    def to_process_kwargs(self, python: str = sys.executable) -> dict[str, Any]:
+        return {"args": [python, "-m", "evaluator"], "cwd": str(self.log_path.parent), "env": self.to_env()}
+
+
+@dataclass
+class Handle(abc.ABC):
+    """A started training or evaluator. Every wait has a deadline."""
+
+    name: str
+    log_path: Path
+    labels: Mapping[str, str] = field(default_factory=dict)
+
+    @abc.abstractmethod
+    def poll(self) -> int | None:
+        """The exit code, or None while it runs."""
+
+    @abc.abstractmethod
+    def wait(self, timeout: float) -> int | None:
+        """Wait at most `timeout` seconds; the exit code, or None if still running."""
+
+    @abc.abstractmethod
+    def stop(self, grace: float) -> int | None:
+        """Ask it to stop (SIGTERM), kill it after `grace` seconds; the exit code."""
+
+    def logs(self) -> str:
+        try:
+            return self.log_path.read_text(errors="replace")
+        except FileNotFoundError:
+            return ""
+
+    def last_log_lines(self, n: int = 10) -> list[str]:
+        return [line for line in self.logs().splitlines() if line.strip()][-n:]
+
+
+class Runtime(abc.ABC):
+    @abc.abstractmethod
+    def start_training(self, launch: TrainingLaunch) -> Handle: ...
+
+    @abc.abstractmethod
+    def start_rule(self, launch: RuleLaunch) -> Handle: ...

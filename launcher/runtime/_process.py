@@ -1,0 +1,91 @@
+"""`ProcessRuntime`: training and evaluators as subprocesses of this host, each in its own process
+group (so Ctrl-C reaches the launcher only, and stopping a job leaves no grandchild behind)."""
+from __future__ import annotations
+
+import contextlib
+import os
+import signal
+import subprocess
+import sys
+import time
+from collections.abc import Mapping
+from pathlib import Path
+from typing import Any
+
+from launcher.errors import RuntimeLaunchError
+from launcher.runtime._base import REPO_ROOT, Handle, RuleLaunch, Runtime, TrainingLaunch
+
+
+class ProcessHandle(Handle):
+    def __init__(self, name: str, log_path: Path, proc: subprocess.Popen[bytes],
+                 labels: Mapping[str, str] | None = None) -> None:
+        super().__init__(name, log_path, dict(labels or {}))
+        self.proc = proc
+
+    @property
+    def pid(self) -> int:
+        return self.proc.pid
+
+    def poll(self) -> int | None:
+        return self.proc.poll()
+
+    def wait(self, timeout: float) -> int | None:
+        try:
+            return self.proc.wait(timeout=max(timeout, 0.0))
+        except subprocess.TimeoutExpired:
+            return None
+
+    def stop(self, grace: float) -> int | None:
+        """SIGTERM to the whole group, SIGKILL after `grace`; then sweep the group for leftovers."""
+        if self.proc.poll() is None:
+            self._signal_group(signal.SIGTERM)
+            if self.wait(grace) is None:
+                self._signal_group(signal.SIGKILL)
+                self.wait(10.0)
+        self._signal_group(signal.SIGKILL)  # children the main process left running
+        return self.proc.poll()
+
+    def _signal_group(self, sig: int) -> None:
+        with contextlib.suppress(ProcessLookupError, PermissionError):
+            os.killpg(self.proc.pid, sig)
+
+
+class ProcessRuntime(Runtime):
+    def __init__(self, python: str = sys.executable, base_env: Mapping[str, str] | None = None) -> None:
+        self.python = python
+        self.base_env = dict(os.environ if base_env is None else base_env)
+
+    def start_training(self, launch: TrainingLaunch) -> ProcessHandle:
+        return self._start(f"training {launch.job_name}", launch.log_path, launch.to_process_kwargs(self.python),
+                           {"sdlocal.job": launch.job_name, "sdlocal.role": "training"})
+
+    def start_rule(self, launch: RuleLaunch) -> ProcessHandle:
+        return self._start(f"rule {launch.rule_name}", launch.log_path, launch.to_process_kwargs(self.python),
+                           {"sdlocal.job": launch.job_name, "sdlocal.role": "rule", "sdlocal.rule": launch.rule_name})
+
+    def _start(self, name: str, log_path: Path, kwargs: dict[str, Any], labels: dict[str, str]) -> ProcessHandle:
+        env = {**self.base_env, **kwargs["env"]}
+        # The child imports hook/evaluator from this checkout even from another working directory.
+        env["PYTHONPATH"] = os.pathsep.join(filter(None, [str(REPO_ROOT), self.base_env.get("PYTHONPATH")]))
+        log_path.parent.mkdir(parents=True, exist_ok=True)
+        try:
+            with open(log_path, "ab") as log:
+                proc = subprocess.Popen(
+                    kwargs["args"], cwd=kwargs["cwd"], env=env, stdin=subprocess.DEVNULL,
+                    stdout=log, stderr=subprocess.STDOUT, start_new_session=True,
+                )
+        except OSError as e:
+            raise RuntimeLaunchError(f"cannot start {name}: {e}") from e
+        return ProcessHandle(name, log_path, proc, labels)
+
+
+def wait_all(handles: list[Handle], timeout: float, *, clock: Any = time.monotonic, interval: float = 0.2) -> bool:
+    """Wait until every handle exited or the deadline passed; True if all exited."""
+    deadline = clock() + timeout
+    while any(h.poll() is None for h in handles):
+        remaining = deadline - clock()
+        if remaining <= 0:
+            return False
+        running = next(h for h in handles if h.poll() is None)
+        running.wait(min(interval, remaining))
+    return True

@@ -1,0 +1,186 @@
+"""Turns raw run records into medians, overheads, ratios, verdicts and a markdown report."""
+
+from __future__ import annotations
+
+import math
+import statistics
+from collections.abc import Iterable, Mapping, Sequence
+from typing import Any
+
+RATIO_TARGET = 2.0  # smdebug's overhead / ours, at every interval
+OURS_MAX_OVERHEAD = 0.05  # at the largest interval (100 in the full run)
+READ_RATIO_TARGET = 3.0  # smdebug's read time / ours
+CHECKSUM_REL_TOL = 1e-9
+
+Record = Mapping[str, Any]
+
+
+def median_of(records: Iterable[Record], key: str) -> float | None:
+    values = [float(r[key]) for r in records]
+    return statistics.median(values) if values else None
+
+
+def spread(values: Sequence[float]) -> float | None:
+    """(max - min) / median: how far apart repeated runs of one configuration landed."""
+    if len(values) < 2:
+        return None
+    return (max(values) - min(values)) / statistics.median(values)
+
+
+def overhead(hooked: float | None, baseline: float | None) -> float | None:
+    if hooked is None or baseline is None or baseline <= 0:
+        return None
+    return (hooked - baseline) / baseline
+
+
+def overhead_ratio(smdebug_overhead: float | None, ours_overhead: float | None) -> float | None:
+    """smdebug's overhead / ours; +inf when ours is at or below the baseline while smdebug's is not;
+    None when it cannot be told (a side missing, or both within noise of their baselines)."""
+    if smdebug_overhead is None or ours_overhead is None:
+        return None
+    if ours_overhead <= 0:
+        return math.inf if smdebug_overhead > 0 else None
+    return smdebug_overhead / ours_overhead
+
+
+def _select(runs: Iterable[Record], variant: str, interval: int | None = None) -> list[Record]:
+    return [r for r in runs if r["variant"] == variant and (interval is None or r["interval"] == interval)]
+
+
+def summarize_training(runs: Sequence[Record], intervals: Sequence[int]) -> dict[str, Any]:
+    base_ours = _select(runs, "none-ours")
+    base_smdebug = _select(runs, "none-smdebug")
+    summary: dict[str, Any] = {
+        "baseline_ours_ms": median_of(base_ours, "step_ms"),
+        "baseline_smdebug_ms": median_of(base_smdebug, "step_ms"),
+        "baseline_ours_spread": spread([r["step_ms"] for r in base_ours]),
+        "baseline_smdebug_spread": spread([r["step_ms"] for r in base_smdebug]),
+        "intervals": [],
+    }
+    largest = max(intervals)
+    for interval in intervals:
+        ours_ms = median_of(_select(runs, "ours", interval), "step_ms")
+        smdebug_ms = median_of(_select(runs, "smdebug", interval), "step_ms")
+        ours_oh = overhead(ours_ms, summary["baseline_ours_ms"])
+        smdebug_oh = overhead(smdebug_ms, summary["baseline_smdebug_ms"])
+        ratio = overhead_ratio(smdebug_oh, ours_oh)
+        row: dict[str, Any] = {
+            "interval": interval,
+            "ours_ms": ours_ms,
+            "smdebug_ms": smdebug_ms,
+            "ours_overhead": ours_oh,
+            "smdebug_overhead": smdebug_oh,
+            "ratio": ratio,
+            "ratio_verdict": _verdict(None if smdebug_oh is None else ratio, RATIO_TARGET, smdebug_oh),
+        }
+        if interval == largest:
+            row["ours_max_verdict"] = (
+                "n/a" if ours_oh is None else ("PASS" if ours_oh < OURS_MAX_OVERHEAD else "FAIL")
+            )
+        summary["intervals"].append(row)
+    return summary
+
+
+def _verdict(ratio: float | None, target: float, smdebug_overhead: float | None) -> str:
+    if smdebug_overhead is None:
+        return "n/a"  # smdebug side not run
+    if ratio is None:
+        return "n/a (both within noise)"
+    return "PASS" if ratio >= target else "FAIL"
+
+
+def summarize_reading(runs: Sequence[Record]) -> dict[str, Any]:
+    ours = _select(runs, "ours")
+    smdebug = _select(runs, "smdebug")
+    ours_s = median_of(ours, "total_s")
+    smdebug_s = median_of(smdebug, "total_s")
+    ratio = smdebug_s / ours_s if ours_s and smdebug_s is not None else None
+    return {
+        "ours_s": ours_s,
+        "smdebug_s": smdebug_s,
+        "ours_open_s": median_of(ours, "open_s"),
+        "smdebug_open_s": median_of(smdebug, "open_s"),
+        "values": ours[0]["values"] if ours else (smdebug[0]["values"] if smdebug else None),
+        "ratio": ratio,
+        "verdict": "n/a" if ratio is None else ("PASS" if ratio >= READ_RATIO_TARGET else "FAIL"),
+    }
+
+
+def check_same_read(runs: Sequence[Record]) -> str | None:
+    """None when every reader run read the same number of values with the same checksum, else why not."""
+    if not runs:
+        return None
+    first = runs[0]
+    for run in runs[1:]:
+        if run["values"] != first["values"] or run["elements"] != first["elements"]:
+            return (f"{run['variant']} read {run['values']} values / {run['elements']} elements,"
+                    f" {first['variant']} read {first['values']} / {first['elements']}")
+        if not math.isclose(run["checksum"], first["checksum"], rel_tol=CHECKSUM_REL_TOL, abs_tol=1e-6):
+            return f"checksums differ: {run['variant']} {run['checksum']!r} vs {first['variant']} {first['checksum']!r}"
+    return None
+
+
+def _pct(value: float | None) -> str:
+    return "n/a" if value is None else f"{100 * value:+.1f}%"
+
+
+def _ms(value: float | None) -> str:
+    return "n/a" if value is None else f"{value:.2f}"
+
+
+def _ratio(value: float | None) -> str:
+    if value is None:
+        return "n/a"
+    return "∞ (ours ≤ baseline)" if math.isinf(value) else f"{value:.1f}×"
+
+
+def markdown(results: Mapping[str, Any]) -> str:
+    s = results["settings"]
+    machine = results["machine"]
+    lines = [
+        f"Benchmark ({s['mode']} mode): MLP 512→1024→512→10 (1,055,242 parameters), batch 64, CPU,"
+        f" torch.set_num_threads(1) in every variant so the hook's background writer gets the other core"
+        f" ({machine['cpus']} CPUs here). Saving weights, biases, gradients and losses."
+        f" {s['steps']} timed steps after {s['warmup']} warm-up steps, median of {s['repeats']} runs per"
+        f" configuration, configurations interleaved in a shuffled order each round; the time includes"
+        f" `hook.close()` (draining the writer). Trials written to {machine['work_dir_kind']}."
+        f" Overhead = (hooked − baseline) / baseline against the no-hook run on the same interpreter.",
+        "",
+    ]
+    train = results.get("training")
+    if train:
+        t = train["summary"]
+        lines += [
+            f"No hook: {_ms(t['baseline_ours_ms'])} ms/step (system python),"
+            f" {_ms(t['baseline_smdebug_ms'])} ms/step (smdebug venv); run-to-run spread of the baseline"
+            f" {_pct(t['baseline_ours_spread'])} / {_pct(t['baseline_smdebug_spread'])}.",
+            "",
+            "| save_interval | ours ms/step | smdebug ms/step | ours overhead | smdebug overhead"
+            " | smdebug / ours overhead | ≥2× lower | ours < 5% |",
+            "|---|---|---|---|---|---|---|---|",
+        ]
+        for row in t["intervals"]:
+            lines.append(
+                f"| {row['interval']} | {_ms(row['ours_ms'])} | {_ms(row['smdebug_ms'])}"
+                f" | {_pct(row['ours_overhead'])} | {_pct(row['smdebug_overhead'])} | {_ratio(row['ratio'])}"
+                f" | {row['ratio_verdict']} | {row.get('ours_max_verdict', '')} |"
+            )
+        lines.append("")
+    read = results.get("reading")
+    if read:
+        r = read["summary"]
+        lines += [
+            f"Reading every value of every tensor at every step ({r['values']} values,"
+            f" {read['trial_steps']} steps written by {read['trial_writer']}'s hook), trial open included,"
+            f" fresh process each, median of {s['read_repeats']}; same values and checksum for both readers:"
+            f" {'yes' if read['same_data'] else 'NO'}.",
+            "",
+            "| reader | seconds | of which open |",
+            "|---|---|---|",
+            f"| ours | {_ms(r['ours_s'])} | {_ms(r['ours_open_s'])} |",
+            f"| smdebug 1.0.34 | {_ms(r['smdebug_s'])} | {_ms(r['smdebug_open_s'])} |",
+            "",
+            f"smdebug / ours: {_ratio(r['ratio'])} (target ≥ 3×): {r['verdict']}",
+            "",
+        ]
+    return "\n".join(lines)

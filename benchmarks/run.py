@@ -1,0 +1,206 @@
+"""Benchmarks our hook and trial reader against smdebug 1.0.34, side by side, in one run.
+
+    python benchmarks/run.py            # full run (a few minutes on 2 cores)
+    python benchmarks/run.py --quick    # smoke run: a few steps, one round
+    python benchmarks/run.py --no-smdebug --quick   # our side only (no side virtualenv needed)
+
+Every measurement is its own process: our hook and the no-hook baseline under this python, the
+smdebug hook (and a second no-hook baseline) under the side virtualenv's python. Each hooked run
+is checked afterwards to have written every due step with every expected tensor. Results go to
+benchmarks/results/ as JSON; a markdown report is printed.
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import os
+import random
+import shutil
+import subprocess
+import sys
+import tempfile
+import time
+from collections.abc import Callable
+from dataclasses import asdict
+from pathlib import Path
+from typing import Any
+
+if __package__ in (None, ""):  # run as a script: make `benchmarks.*` importable
+    sys.path.insert(0, str(Path(__file__).resolve().parent.parent))
+
+from benchmarks import report  # noqa: E402
+from benchmarks.errors import BenchmarkError  # noqa: E402
+from benchmarks.settings import (  # noqa: E402
+    DEFAULT_RESULTS_DIR,
+    FULL,
+    QUICK,
+    REPO_ROOT,
+    WORKERS,
+    BenchSettings,
+    our_python,
+    smdebug_python,
+)
+from benchmarks.verify import check_trial  # noqa: E402
+
+Log = Callable[[str], None]
+SHM_MIN_FREE = 8 << 30  # an interval-1 run writes ~2.7 GB
+
+
+def worker_env(side: str) -> dict[str, str]:
+    env = {k: v for k, v in os.environ.items() if k not in ("SMDEBUG_CONFIG_FILE_PATH", "PYTHONPATH")}
+    env.update(OMP_NUM_THREADS="1", MKL_NUM_THREADS="1", PYTHONHASHSEED="0", PYTHONDONTWRITEBYTECODE="1")
+    if side == "ours":
+        env["PYTHONPATH"] = str(REPO_ROOT)  # never on the smdebug side: nothing of ours may leak in
+    return env
+
+
+def run_worker(python: Path, script: str, args: list[str], side: str, timeout_s: float) -> dict[str, Any]:
+    """Runs one worker process to completion (or its deadline); returns the JSON it printed last."""
+    cmd = [str(python), str(WORKERS / script), *args]
+    try:
+        proc = subprocess.run(cmd, env=worker_env(side), cwd=REPO_ROOT, capture_output=True,
+                              text=True, timeout=timeout_s)
+    except subprocess.TimeoutExpired as e:
+        raise BenchmarkError(f"{' '.join(cmd)} did not finish within {timeout_s:.0f} s") from e
+    if proc.returncode != 0:
+        raise BenchmarkError(f"{' '.join(cmd)} exited {proc.returncode}:\n{proc.stderr[-4000:]}")
+    for line in reversed(proc.stdout.splitlines()):  # smdebug logs to stdout too
+        if line.startswith("{"):
+            return dict(json.loads(line))
+    raise BenchmarkError(f"{' '.join(cmd)} printed no result:\n{proc.stdout[-2000:]}")
+
+
+def pick_work_dir(explicit: Path | None) -> tuple[Path, str]:
+    """A tmpfs when there is room (no disk write-back bleeding into the next run), else a temp dir."""
+    if explicit is not None:
+        explicit.mkdir(parents=True, exist_ok=True)
+        return Path(tempfile.mkdtemp(prefix="sdlocal-bench-", dir=explicit)), str(explicit)
+    shm = Path("/dev/shm")
+    if shm.is_dir() and os.access(shm, os.W_OK) and shutil.disk_usage(shm).free >= SHM_MIN_FREE:
+        return Path(tempfile.mkdtemp(prefix="sdlocal-bench-", dir=shm)), "tmpfs (/dev/shm)"
+    return Path(tempfile.mkdtemp(prefix="sdlocal-bench-")), "a temporary directory"
+
+
+def training_configs(settings: BenchSettings, with_smdebug: bool) -> list[tuple[str, int]]:
+    configs = [("none-ours", 0)] + [("ours", i) for i in settings.intervals]
+    if with_smdebug:
+        configs += [("none-smdebug", 0)] + [("smdebug", i) for i in settings.intervals]
+    return configs
+
+
+def run_training(settings: BenchSettings, side_python: Path | None, work: Path, log: Log,
+                 rng: random.Random) -> list[dict[str, Any]]:
+    runs: list[dict[str, Any]] = []
+    configs = training_configs(settings, side_python is not None)
+    total_steps = settings.warmup + settings.steps
+    for round_no in range(settings.repeats):
+        order = configs[:]
+        rng.shuffle(order)
+        for variant, interval in order:
+            side = "smdebug" if variant.endswith("smdebug") else "ours"
+            python = side_python if side == "smdebug" else our_python()
+            assert python is not None
+            hook_variant = "none" if variant.startswith("none") else variant
+            out_dir = work / f"train-r{round_no}-{variant}-{interval}"
+            args = ["--variant", hook_variant, "--interval", str(max(interval, 1)),
+                    "--steps", str(settings.steps), "--warmup", str(settings.warmup), "--out-dir", str(out_dir)]
+            result = run_worker(python, "train.py", args, side, settings.worker_timeout_s)
+            if hook_variant != "none":
+                result.update(check_trial(out_dir, total_steps, interval))
+            shutil.rmtree(out_dir, ignore_errors=True)
+            shutil.rmtree(out_dir.parent / f"{out_dir.name}-debughookconfig.json", ignore_errors=True)
+            (out_dir.parent / f"{out_dir.name}-debughookconfig.json").unlink(missing_ok=True)
+            result.update(variant=variant, interval=interval, round=round_no)
+            runs.append(result)
+            log(f"  round {round_no + 1}/{settings.repeats} {variant:<12} interval {interval:>3}:"
+                f" {result['step_ms']:7.2f} ms/step")
+    return runs
+
+
+def run_reading(settings: BenchSettings, side_python: Path | None, work: Path, log: Log) -> dict[str, Any]:
+    writer = "smdebug" if side_python is not None else "ours"
+    trial_dir = work / "read-trial"
+    python = side_python if side_python is not None else our_python()
+    run_worker(python, "train.py", ["--variant", writer, "--interval", "1", "--steps", str(settings.read_steps),
+                                    "--out-dir", str(trial_dir)], writer, settings.worker_timeout_s)
+    check_trial(trial_dir, settings.read_steps, 1)
+    readers = ["ours"] + (["smdebug"] if side_python is not None else [])
+    runs: list[dict[str, Any]] = []
+    for round_no in range(settings.read_repeats):
+        for reader in readers if round_no % 2 == 0 else readers[::-1]:
+            reader_python = side_python if reader == "smdebug" else our_python()
+            assert reader_python is not None
+            result = run_worker(reader_python, "read.py", ["--reader", reader, str(trial_dir)], reader,
+                                settings.worker_timeout_s)
+            result.update(variant=reader, round=round_no)
+            runs.append(result)
+            log(f"  round {round_no + 1}/{settings.read_repeats} read {reader:<8}: {result['total_s']:.3f} s"
+                f" ({result['values']} values)")
+    mismatch = report.check_same_read(runs)
+    if mismatch is not None:
+        raise BenchmarkError(f"the readers disagree on the trial's data: {mismatch}")
+    return {"trial_writer": writer, "trial_steps": settings.read_steps, "same_data": True,
+            "runs": runs, "summary": report.summarize_reading(runs)}
+
+
+def parse_args(argv: list[str] | None) -> argparse.Namespace:
+    parser = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
+    parser.add_argument("--quick", action="store_true", help="a few steps, one round: a smoke run")
+    parser.add_argument("--no-smdebug", action="store_true", help="our side only (no side virtualenv)")
+    parser.add_argument("--parts", default="train,read", help="comma-separated: train, read (default both)")
+    parser.add_argument("--smdebug-python", help="the side virtualenv's python (default $SDLOCAL_SMDEBUG_PYTHON)")
+    parser.add_argument("--results-dir", type=Path, default=DEFAULT_RESULTS_DIR)
+    parser.add_argument("--work-dir", type=Path, help="where trials are written (default a tmpfs)")
+    parser.add_argument("--steps", type=int)
+    parser.add_argument("--repeats", type=int)
+    parser.add_argument("--seed", type=int, default=0, help="seed of the run order shuffle")
+    return parser.parse_args(argv)
+
+
+def main(argv: list[str] | None = None, log: Log = print) -> int:
+    args = parse_args(argv)
+    parts = {p.strip() for p in args.parts.split(",") if p.strip()}
+    if not parts <= {"train", "read"} or not parts:
+        raise SystemExit(f"--parts: expected train and/or read, got {args.parts!r}")
+    settings = (QUICK if args.quick else FULL).with_overrides(steps=args.steps, repeats=args.repeats)
+    side_python = None if args.no_smdebug else smdebug_python(args.smdebug_python)
+    if not args.no_smdebug and (side_python is None or not side_python.exists()):
+        raise SystemExit("no smdebug side virtualenv found: pass --smdebug-python or $SDLOCAL_SMDEBUG_PYTHON,"
+                         " or --no-smdebug for our side only")
+    work, work_kind = pick_work_dir(args.work_dir)
+    results: dict[str, Any] = {
+        "settings": asdict(settings),
+        "machine": {"cpus": os.cpu_count(), "loadavg_start": os.getloadavg(), "work_dir_kind": work_kind,
+                    "our_python": str(our_python()), "smdebug_python": str(side_python) if side_python else None},
+        "started": time.strftime("%Y-%m-%dT%H:%M:%SZ", time.gmtime()),
+    }
+    started = time.perf_counter()
+    try:
+        if "train" in parts:
+            log(f"training step time ({settings.mode}): {settings.repeats} round(s), torch threads = 1")
+            runs = run_training(settings, side_python, work, log, random.Random(args.seed))
+            results["training"] = {"runs": runs, "summary": report.summarize_training(runs, settings.intervals)}
+        if "read" in parts:
+            log(f"reading every tensor ({settings.mode}): trial of {settings.read_steps} steps")
+            results["reading"] = run_reading(settings, side_python, work, log)
+    except BenchmarkError as e:
+        print(f"benchmark failed: {e}", file=sys.stderr)
+        return 1
+    finally:
+        shutil.rmtree(work, ignore_errors=True)
+    results["machine"]["loadavg_end"] = os.getloadavg()
+    results["elapsed_s"] = time.perf_counter() - started
+    text = report.markdown(results)
+    results["markdown"] = text
+    args.results_dir.mkdir(parents=True, exist_ok=True)
+    out = args.results_dir / f"bench-{settings.mode}-{time.strftime('%Y%m%dT%H%M%SZ', time.gmtime())}.json"
+    out.write_text(json.dumps(results, indent=2, default=str))
+    log("")
+    log(text)
+    log(f"results: {out} ({results['elapsed_s']:.0f} s)")
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())

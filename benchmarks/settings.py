@@ -1,0 +1,66 @@
+"""What one benchmark run measures: a frozen settings object, quick and full presets, and where
+the smdebug side virtualenv lives."""
+
+from __future__ import annotations
+
+import os
+import sys
+from dataclasses import dataclass, replace
+from pathlib import Path
+
+from benchmarks.errors import BenchmarkError
+
+REPO_ROOT = Path(__file__).resolve().parent.parent
+WORKERS = Path(__file__).resolve().parent / "workers"
+DEFAULT_RESULTS_DIR = Path(__file__).resolve().parent / "results"
+SIDE_VENV_CANDIDATES = (REPO_ROOT / ".venv-smdebug" / "bin" / "python", Path("/work/smdebug-venv/bin/python"))
+
+
+@dataclass(frozen=True)
+class BenchSettings:
+    mode: str  # "quick" or "full"
+    steps: int  # timed training steps per run
+    warmup: int  # untimed steps before them (the hook is attached and counts them)
+    repeats: int  # rounds; every configuration runs once per round, in a shuffled order
+    intervals: tuple[int, ...]
+    read_steps: int  # steps saved (every step) in the trial the readers read
+    read_repeats: int
+    worker_timeout_s: float  # deadline for any one worker process
+
+    def __post_init__(self) -> None:
+        for field in ("steps", "repeats", "read_steps", "read_repeats"):
+            if getattr(self, field) < 1:
+                raise BenchmarkError(f"settings.{field} must be >= 1, got {getattr(self, field)}")
+        if self.warmup < 0:
+            raise BenchmarkError(f"settings.warmup must be >= 0, got {self.warmup}")
+        if not self.intervals or min(self.intervals) < 1:
+            raise BenchmarkError(f"settings.intervals must be positive, got {self.intervals}")
+
+    def with_overrides(self, **overrides: object) -> BenchSettings:
+        return replace(self, **{k: v for k, v in overrides.items() if v is not None})  # type: ignore[arg-type]
+
+
+FULL = BenchSettings(
+    mode="full", steps=300, warmup=20, repeats=5, intervals=(1, 10, 100),
+    read_steps=50, read_repeats=3, worker_timeout_s=600.0,
+)
+QUICK = BenchSettings(
+    mode="quick", steps=12, warmup=3, repeats=1, intervals=(1, 10, 100),
+    read_steps=4, read_repeats=1, worker_timeout_s=300.0,
+)
+
+
+def smdebug_python(explicit: str | None = None) -> Path | None:
+    """The side virtualenv's python: --smdebug-python, else $SDLOCAL_SMDEBUG_PYTHON, else the
+    usual places; None when there is none."""
+    chosen = explicit or os.environ.get("SDLOCAL_SMDEBUG_PYTHON")
+    if chosen:
+        return Path(chosen)
+    for candidate in SIDE_VENV_CANDIDATES:
+        if candidate.exists():
+            return candidate
+    return None
+
+
+def our_python() -> Path:
+    return Path(sys.executable)

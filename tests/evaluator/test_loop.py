@@ -1,0 +1,156 @@
+"""The loop on real local trials that grow while it runs: the injected `sleep` writes the next
+steps (deterministic, no timing), and a fake clock drives the deadlines."""
+from __future__ import annotations
+
+from collections.abc import Callable
+from pathlib import Path
+
+import numpy as np
+
+from evaluator.loop import evaluate
+from evaluator.rule import Rule
+from evaluator.rules import ExplodingTensor
+from evaluator.status import RuleStatus, Status
+from tests.evaluator._trials import COLLECTIONS
+from trial import TrialWriter, create_trial
+
+W = "Net_fc1.weight"
+
+
+class Clock:
+    def __init__(self) -> None:
+        self.now = 0.0
+
+    def __call__(self) -> float:
+        return self.now
+
+
+def grower(root: Path, batches: list[list[float]], clock: Clock, *, end: bool = True) -> Callable[[float], None]:
+    """A `sleep` that advances the clock and writes the next batch of steps (one value per step)."""
+    writer = TrialWriter(root)
+    state = {"step": 0, "batch": 0}
+
+    def sleep(seconds: float) -> None:
+        clock.now += seconds
+        if state["batch"] < len(batches):
+            for v in batches[state["batch"]]:
+                writer.write_step(state["step"], "TRAIN", state["step"], [(W, np.full(2, v, np.float32))])
+                state["step"] += 1
+            state["batch"] += 1
+        elif end:
+            writer.write_end_marker()
+
+    return sleep
+
+
+class Recording(Rule):
+    def __init__(self, base_trial, fire_at=()):  # type: ignore[no-untyped-def]
+        super().__init__(base_trial)
+        self.fire_at = set(fire_at)
+        self.seen: list[int] = []
+
+    def invoke_at_step(self, step: int) -> bool:
+        self.seen.append(step)
+        return step in self.fire_at
+
+
+def run(tmp_path: Path, batches: list[list[float]], rule_factory, **kwargs):  # type: ignore[no-untyped-def]
+    TrialWriter(tmp_path).write_collections(COLLECTIONS)
+    clock = Clock()
+    statuses: list[RuleStatus] = []
+    trial = create_trial(str(tmp_path))
+    rule = rule_factory(trial)
+    final = evaluate(trial, rule, interval=1.0, clock=clock,
+                     sleep=kwargs.pop("sleep", None) or grower(tmp_path, batches, clock, end=kwargs.pop("end", True)),
+                     on_status=statuses.append, **kwargs)
+    return final, statuses, rule
+
+
+def test_live_trial_each_step_once_in_order(tmp_path: Path) -> None:
+    final, statuses, rule = run(tmp_path, [[1, 2], [], [3, 4, 5]], lambda t: Recording(t))
+    assert rule.seen == [0, 1, 2, 3, 4]
+    assert statuses[0].status is Status.IN_PROGRESS and statuses[0].last_evaluated_step is None
+    assert [s.status for s in statuses].count(Status.NO_ISSUES_FOUND) == 1
+    assert final.status is Status.NO_ISSUES_FOUND and final.last_evaluated_step == 4
+    assert final.rule_configuration_name == "Recording"
+    # written on change only: progress updates carry a new LastEvaluatedStep each time
+    steps = [s.last_evaluated_step for s in statuses]
+    assert all(a != b or sa.status != sb.status for a, b, sa, sb in zip(steps, steps[1:], statuses, statuses[1:], strict=False))
+
+
+def test_issues_found_as_soon_as_it_fires_and_evaluation_goes_on(tmp_path: Path) -> None:
+    final, statuses, rule = run(tmp_path, [[1.0], [np.nan], [1.0, np.nan]], lambda t: ExplodingTensor(t))
+    first_issue = next(i for i, s in enumerate(statuses) if s.status is Status.ISSUES_FOUND)
+    assert statuses[first_issue].last_evaluated_step == 1
+    assert "rule ExplodingTensor at step 1 resulted" in statuses[first_issue].status_details
+    assert all(s.status is Status.IN_PROGRESS for s in statuses[:first_issue])
+    assert final.status is Status.ISSUES_FOUND and final.last_evaluated_step == 3
+    assert "at step 1 " in final.status_details  # the first step that fired
+
+
+def test_start_and_end_step(tmp_path: Path) -> None:
+    final, _, rule = run(tmp_path, [[0, 1, 2, 3], [4, 5, 6, 7]], lambda t: Recording(t), start_step=2, end_step=6, end=False)
+    assert rule.seen == [2, 3, 4, 5]
+    assert final.status is Status.NO_ISSUES_FOUND  # past end_step: done without the end marker
+
+
+def test_deadline_gives_error(tmp_path: Path) -> None:
+    final, statuses, rule = run(tmp_path, [[1], [2]], lambda t: Recording(t), deadline=10.0, end=False)
+    assert final.status is Status.ERROR
+    assert final.status_details.startswith("ClientError: Rule Recording did not finish within the deadline of 10 s")
+    assert rule.seen == [0, 1] and final.last_evaluated_step == 1
+
+
+def test_no_collections_before_training_ended(tmp_path: Path) -> None:
+    TrialWriter(tmp_path).write_end_marker()
+    trial = create_trial(str(tmp_path))
+    final = evaluate(trial, Recording(trial), sleep=lambda s: None)
+    assert final.status_details == (
+        "ClientError: No debugging data was saved by the training job. Check that the debugger hook was "
+        "configured correctly before starting the training job. Exception: Training job has ended. All the "
+        "collection files could not be loaded"
+    )
+    assert final.status is Status.ERROR
+
+
+def test_collections_deadline(tmp_path: Path) -> None:
+    clock = Clock()
+    trial = create_trial(str(tmp_path))
+
+    def sleep(s: float) -> None:
+        clock.now += s
+
+    final = evaluate(trial, Recording(trial), collections_timeout=5, interval=1, clock=clock, sleep=sleep)
+    assert final.status is Status.ERROR and "No debugging data was saved" in final.status_details
+    assert clock.now == 5
+
+
+def test_rule_exception_is_error_naming_step(tmp_path: Path) -> None:
+    class Broken(Recording):
+        def invoke_at_step(self, step: int) -> bool:
+            if step == 1:
+                raise ZeroDivisionError("division by zero")
+            return False
+
+    final, _, _ = run(tmp_path, [[1, 2, 3]], lambda t: Broken(t))
+    assert final.status is Status.ERROR
+    assert final.status_details == "ClientError: Rule Broken failed at step 1: ZeroDivisionError: division by zero"
+
+
+def test_stop_request(tmp_path: Path) -> None:
+    final, _, rule = run(tmp_path, [[1], [2]], lambda t: Recording(t), stop_requested=lambda: True)
+    assert final.status is Status.STOPPED and rule.seen == []
+
+
+def test_mixed_modes_and_missing_tensors_are_not_errors(tmp_path: Path) -> None:
+    writer = TrialWriter(tmp_path)
+    writer.write_collections(COLLECTIONS)
+    writer.write_step(0, "TRAIN", 0, [(W, np.ones(2)), ("gradient/Net_fc1.weight", np.ones(2))])
+    writer.write_step(1, "EVAL", 0, [(W, np.ones(2))])
+    writer.write_step(2, "TRAIN", 1, [(W, np.ones(2)), ("gradient/Net_fc1.weight", np.full(2, 1e-9))])
+    writer.write_end_marker()
+    trial = create_trial(str(tmp_path))
+    from evaluator.rules import VanishingGradient
+
+    final = evaluate(trial, VanishingGradient(trial), sleep=lambda s: None)
+    assert final.status is Status.ISSUES_FOUND and "at step 2 " in final.status_details

@@ -1,0 +1,115 @@
+from __future__ import annotations
+
+import sys
+from pathlib import Path
+
+import numpy as np
+import pytest
+
+from evaluator.errors import CustomRuleError, RuleParameterError, UnknownRuleError
+from evaluator.registry import builtin_rule_infos, get_rule_class, instantiate_rule, load_custom_rule
+from evaluator.rule import Rule, Verdict
+from evaluator.rules import VanishingGradient
+from tests.evaluator._trials import make_trial, train_steps
+
+SMDEBUG_STYLE_RULE = '''
+from smdebug.rules.rule import Rule
+from smdebug.exceptions import TensorUnavailableForStep
+
+
+class CustomGradientRule(Rule):
+    def __init__(self, base_trial, threshold="10.0"):
+        super().__init__(base_trial)  # the old signature, no action_str
+        self.threshold = float(threshold)
+
+    def set_required_tensors(self, step):
+        for tname in self.base_trial.tensor_names(collection="gradients"):
+            self.req_tensors.add(tname, steps=[step])
+
+    def invoke_at_step(self, step):
+        for t in self.req_tensors.get():
+            if abs(t.reduction_value(step, "mean", abs=True)) > self.threshold:
+                return True
+        return False
+'''
+
+
+def test_get_rule_class_and_suggestions() -> None:
+    assert get_rule_class("VanishingGradient") is VanishingGradient
+    with pytest.raises(UnknownRuleError) as info:
+        get_rule_class("VanishingGradiant")
+    assert str(info.value) == "Unknown rule 'VanishingGradiant'. Did you mean: VanishingGradient?"
+    with pytest.raises(UnknownRuleError, match="Did you mean: AllZero"):
+        get_rule_class("allzero")
+    with pytest.raises(UnknownRuleError, match="sdlocal rules"):
+        get_rule_class("Xyzzy")
+
+
+def test_builtin_rule_infos() -> None:
+    infos = {i.name: i for i in builtin_rule_infos()}
+    assert set(infos) == {"AllZero", "ExplodingTensor", "LossNotDecreasing", "UnchangedTensor", "VanishingGradient"}
+    assert infos["VanishingGradient"].parameters == (("threshold", "1e-07"),)
+    assert dict(infos["LossNotDecreasing"].parameters)["num_steps"] == "10"
+    assert infos["AllZero"].group == "universal" and infos["ExplodingTensor"].group == "deep learning"
+    assert all(i.description and "\n" not in i.description for i in infos.values())
+
+
+def test_instantiate_rejects_unknown_parameter(tmp_path: Path) -> None:
+    trial = make_trial(tmp_path, train_steps([{"gradient/a": np.ones(2)}]))
+    with pytest.raises(RuleParameterError) as info:
+        instantiate_rule(VanishingGradient, trial, {"treshold": "1"})
+    assert info.value.parameter == "treshold" and "known: threshold" in str(info.value)
+    rule = instantiate_rule(VanishingGradient, trial, {"threshold": "0.5"}, action_str='[{"name": "email"}]')
+    assert rule.threshold == 0.5 and rule.action_str == '[{"name": "email"}]'
+
+
+def test_smdebug_style_custom_rule_loads_and_runs(tmp_path: Path) -> None:
+    path = tmp_path / "my_rule.py"
+    path.write_text(SMDEBUG_STYLE_RULE)
+    cls = load_custom_rule(path, "CustomGradientRule")
+    assert issubclass(cls, Rule)
+    assert "smdebug.rules.rule" not in sys.modules  # the aliases are gone after loading
+    trial = make_trial(tmp_path / "t", train_steps([{"gradient/a": np.full(2, 1.0)}, {"gradient/a": np.full(2, 50.0)}]))
+    rule = instantiate_rule(cls, trial, {"threshold": "20"}, action_str="[]")  # old signature: no action_str
+    assert [rule.invoke(0), rule.invoke(1)] == [Verdict.CONDITION_NOT_MET, Verdict.CONDITION_MET]
+
+
+def test_custom_rule_with_missing_tensor_is_not_evaluated(tmp_path: Path) -> None:
+    path = tmp_path / "r.py"
+    path.write_text(
+        "from smdebug.rules.rule import Rule\n"
+        "class NeedsX(Rule):\n"
+        "    def __init__(self, base_trial, action_str=''):\n"
+        "        super().__init__(base_trial, action_str=action_str)\n"
+        "    def set_required_tensors(self, step):\n"
+        "        self.req_tensors.add('x', steps=[step])\n"
+        "    def invoke_at_step(self, step):\n"
+        "        return True\n"
+    )
+    trial = make_trial(tmp_path / "t", train_steps([{"x": np.ones(1)}, {"y": np.ones(1)}]))
+    rule = instantiate_rule(load_custom_rule(path, "NeedsX"), trial, {})
+    assert [rule.invoke(0), rule.invoke(1)] == [Verdict.CONDITION_MET, Verdict.NOT_EVALUATED]
+
+
+@pytest.mark.parametrize(
+    ("source", "expected"),
+    [
+        ("class R(:\n", "SyntaxError"),
+        ("import no_such_module_xyz\n", "ModuleNotFoundError: No module named 'no_such_module_xyz'"),
+        ("raise RuntimeError('boom')\n", "RuntimeError: boom"),
+        ("from smdebug.rules.rule import Rule\nclass Other(Rule):\n    pass\n", "has no class MyRule (it defines: Other)"),
+        ("class MyRule:\n    pass\n", "is not a rule class"),
+    ],
+)
+def test_custom_rule_failures_are_one_line(tmp_path: Path, source: str, expected: str) -> None:
+    path = tmp_path / "bad_rule.py"
+    path.write_text(source)
+    with pytest.raises(CustomRuleError) as info:
+        load_custom_rule(path, "MyRule")
+    message = str(info.value)
+    assert "\n" not in message and str(path) in message and expected in message
+
+
+def test_custom_rule_file_missing(tmp_path: Path) -> None:
+    with pytest.raises(CustomRuleError, match="does not exist"):
+        load_custom_rule(tmp_path / "nope.py", "R")

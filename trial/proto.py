@@ -108,6 +108,57 @@ def _metadata_bytes(mode: int, mode_step: int) -> bytes:
 _WALL_TIME = struct.Struct("<d")
 
 
+def _len_prefix(field: int, length: int) -> bytes:
+    return _varint((field << 3) | 2) + _varint(length)
+
+
+def _tensor_parts(name: str, value: object) -> list[bytes | memoryview]:
+    """A serialized TensorProto as pieces, the raw data a zero-copy view of the array. Same bytes
+    as tensorboard's TensorProto.SerializeToString (proto3: zero/empty fields omitted)."""
+    arr = to_numpy(value)
+    if arr.dtype.kind in "USO":
+        return [make_tensor_proto(name, arr).SerializeToString()]
+    dtype = _NP_TO_DT[arr.dtype.newbyteorder("=")]
+    dims = []
+    for d in arr.shape:
+        dim_name = f"{name}_{d}".encode()
+        dim = (b"\x08" + _varint(d) if d else b"") + _field_bytes(2, dim_name)
+        dims.append(_field_bytes(2, dim))
+    shape = b"".join(dims)
+    # tensor_shape is always present, even empty for a 0-d tensor (as protobuf writes a set message)
+    head = (b"\x08" + _varint(dtype) if dtype else b"") + _field_bytes(2, shape)
+    if arr.size == 0:
+        return [head]
+    data = np.ascontiguousarray(arr).reshape(-1).view(np.uint8).data
+    return [head + _len_prefix(4, data.nbytes), data]
+
+
+def encode_event_parts(
+    name: str,
+    array: object,
+    step: int,
+    mode: ModeKeys | int,
+    mode_step: int,
+    wall_time: float | None = None,
+) -> list[bytes | memoryview]:
+    """`encode_event` as pieces to join (or write) once: the tensor data is never copied here."""
+    tensor = _tensor_parts(name, array)
+    tensor_len = sum(len(p) if isinstance(p, bytes) else p.nbytes for p in tensor)
+    tag = _field_bytes(1, name.encode("utf-8"))
+    meta = _metadata_bytes(int(mode), mode_step)
+    tensor_head = _len_prefix(8, tensor_len)
+    value_len = len(tag) + len(tensor_head) + tensor_len + len(meta)
+    value_head = _len_prefix(1, value_len)
+    summary_len = len(value_head) + value_len
+    wt = time.time() if wall_time is None else float(wall_time)
+    head = b"\x09" + _WALL_TIME.pack(wt) if wt else b""
+    step_i = int(step)
+    if step_i:
+        head += b"\x10" + _varint(step_i & 0xFFFFFFFFFFFFFFFF)
+    head += _len_prefix(5, summary_len) + value_head + tag + tensor_head
+    return [head, *tensor, meta]
+
+
 def encode_event(
     name: str,
     array: object,
@@ -121,15 +172,7 @@ def encode_event(
     Byte-identical to smdebug's (fields in field-number order): Event{wall_time=1, step=2,
     summary=5{value=1{tag=1, tensor=8, metadata=9{plugin_data=1 (mode_step), plugin_data=1 (mode)}}}}.
     """
-    tensor = make_tensor_proto(name, array).SerializeToString()
-    value = _field_bytes(1, name.encode("utf-8")) + _field_bytes(8, tensor) + _metadata_bytes(int(mode), mode_step)
-    summary = _field_bytes(1, value)
-    wt = time.time() if wall_time is None else float(wall_time)
-    head = b"\x09" + _WALL_TIME.pack(wt) if wt else b""
-    step_i = int(step)
-    if step_i:
-        head += b"\x10" + _varint(step_i & 0xFFFFFFFFFFFFFFFF)
-    return head + _field_bytes(5, summary)
+    return b"".join(encode_event_parts(name, array, step, mode, mode_step, wall_time))
 
 
 def _values_from_fields(tp: tensor_pb2.TensorProto, dtype: int, shape: tuple[int, ...]) -> np.ndarray:

@@ -8,7 +8,7 @@ from pathlib import Path
 
 from trial.collection import Collection, CollectionsFile
 from trial.modes import ModeKeys, to_mode
-from trial.proto import encode_event
+from trial.proto import encode_event_parts
 from trial.tfrecord import FOOTER, encode_header
 
 END_MARKER = "training_job_end.ts"
@@ -54,14 +54,17 @@ class TrialWriter:
     ) -> Path | None:
         """Write every tensor of one global step; returns the index file (None if nothing to write)."""
         mode_k = to_mode(mode)
-        parts: list[bytes] = []
+        parts: list[bytes | memoryview] = []
         payload_index = []
         pos = 0
         for name, value in tensors:
-            payload = encode_event(name, value, step, mode_k, mode_step, wall_time)
-            header = encode_header(len(payload))
-            parts += (header, payload, FOOTER)
-            length = len(header) + len(payload) + 4
+            payload = encode_event_parts(name, value, step, mode_k, mode_step, wall_time)
+            payload_len = sum(len(p) if isinstance(p, bytes) else p.nbytes for p in payload)
+            header = encode_header(payload_len)
+            parts.append(header)
+            parts += payload
+            parts.append(FOOTER)
+            length = len(header) + payload_len + len(FOOTER)
             payload_index.append({"tensorname": name, "start_idx": pos, "length": length})
             pos += length
         shape_payload = [

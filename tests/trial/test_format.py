@@ -92,3 +92,14 @@ def test_writer_layout_and_index(tmp_path: Path) -> None:
     assert list(coll) == ["collections", "_meta"] and coll["_meta"] == {"num_workers": 2}
     assert (tmp_path / "training_job_end.ts").read_bytes() == b""
     assert not list(tmp_path.rglob("*.tmp"))
+
+
+@pytest.mark.parametrize("dtype", DTYPES + ["str"])
+@pytest.mark.parametrize("shape", [(), (0,), (1,), (2, 0, 3), (3, 4)])
+def test_hand_encoded_tensor_matches_protobuf(dtype: str, shape: tuple[int, ...]) -> None:
+    """The fast path builds TensorProto bytes by hand: they must equal protobuf's own."""
+    from trial.proto import _tensor_parts, make_tensor_proto
+
+    value = np.ones(shape, dtype=dtype)
+    expected = make_tensor_proto("t/x", value).SerializeToString()
+    assert b"".join(_tensor_parts("t/x", value)) == expected

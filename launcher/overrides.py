@@ -92,3 +92,44 @@ class Overrides:
                 if isinstance(req.get(key), dict):
                     req[key]["S3OutputPath"] = self.s3_output_path
         return req
+
+
+RULE_OPTIONS = ("--rule", "--rule-param", "--custom-rule")
+
+
+def rule_options_in_order(args: list[str]) -> list[tuple[str, str]]:
+    """(option, value) for each --rule/--rule-param/--custom-rule, in command-line order."""
+    out: list[tuple[str, str]] = []
+    i = 0
+    while i < len(args):
+        arg = args[i]
+        if arg == "--":
+            break
+        name, eq, value = arg.partition("=")
+        if name in RULE_OPTIONS:
+            if eq:
+                out.append((name, value))
+            elif i + 1 < len(args):
+                out.append((name, args[i + 1]))
+                i += 1
+        i += 1
+    return out
+
+
+def group_rule_flags(options: list[tuple[str, str]]) -> tuple[RuleFlag, ...]:
+    """Attach each `--rule-param` to the closest `--rule`/`--custom-rule` before it."""
+    pending: list[tuple[str, str, list[tuple[str, str]]]] = []
+    for option, value in options:
+        if option == "--rule-param":
+            if not pending:
+                raise ValueError("--rule-param must follow the --rule or --custom-rule it configures")
+            pending[-1][2].append(parse_kv(value))
+        else:
+            pending.append((option, value, []))
+    flags = []
+    for option, value, params in pending:
+        if option == "--custom-rule":
+            flags.append(RuleFlag.custom(value, tuple(params)))
+        else:
+            flags.append(RuleFlag(value, tuple(params)))
+    return tuple(flags)

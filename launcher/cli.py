@@ -1,0 +1,254 @@
+"""`sdlocal`: the command line. Thin: each command parses, calls the library, formats.
+Errors become one `Error: ...` line (exit 1) in ONE place, `_Cli.invoke`; `--debug` shows the traceback."""
+from __future__ import annotations
+
+import json
+import threading
+from pathlib import Path
+from typing import Any
+
+import click
+
+from launcher.errors import LauncherError
+from launcher.overrides import Overrides, group_rule_flags, parse_collection, parse_kv, rule_options_in_order
+
+
+def _known_errors() -> tuple[type[BaseException], ...]:
+    errors: list[type[BaseException]] = [LauncherError]
+    for module, name in (("trial.errors", "TrialError"), ("evaluator.errors", "EvaluatorError"),
+                         ("botocore.exceptions", "BotoCoreError"), ("botocore.exceptions", "ClientError")):
+        try:
+            errors.append(getattr(__import__(module, fromlist=[name]), name))
+        except (ImportError, AttributeError):
+            pass
+    return tuple(errors)
+
+
+class _Cli(click.Group):
+    def invoke(self, ctx: click.Context) -> Any:
+        try:
+            return super().invoke(ctx)
+        except _known_errors() as e:
+            if ctx.params.get("debug"):
+                raise
+            raise click.ClickException(" ".join(str(e).split()) or type(e).__name__) from e
+
+
+class _OrderedCommand(click.Command):
+    """Keeps the raw arguments: `--rule-param` applies to the `--rule` before it."""
+
+    def parse_args(self, ctx: click.Context, args: list[str]) -> list[str]:
+        ctx.meta["sdlocal.args"] = list(args)
+        return super().parse_args(ctx, args)
+
+
+def _kv(ctx: click.Context, param: click.Parameter, values: tuple[str, ...]) -> tuple[tuple[str, str], ...]:
+    try:
+        return tuple(parse_kv(v) for v in values)
+    except ValueError as e:
+        raise click.BadParameter(str(e), ctx=ctx, param=param) from e
+
+
+def _collections(ctx: click.Context, param: click.Parameter, values: tuple[str, ...]) -> Any:
+    try:
+        return tuple(parse_collection(v) for v in values)
+    except ValueError as e:
+        raise click.BadParameter(str(e), ctx=ctx, param=param) from e
+
+
+_endpoint_option = click.option(
+    "--s3-endpoint-url", metavar="URL",
+    help="S3 endpoint (MinIO, LocalStack, moto). Default: AWS_ENDPOINT_URL_S3, else AWS if you have "
+         "credentials, else the embedded S3 server.")
+_work_dir_option = click.option(
+    "--work-dir", type=click.Path(file_okay=False, path_type=Path),
+    help="The job directory (default $SDLOCAL_HOME/jobs/<job>, SDLOCAL_HOME defaults to ~/.sdlocal).")
+
+
+def _endpoint(flag: str | None) -> Any:
+    from launcher.s3 import resolve_endpoint
+
+    return resolve_endpoint(flag)
+
+
+def _job_dir(job_name: str, work_dir: Path | None) -> Any:
+    from launcher.platform import JobDir
+    from launcher.s3 import sdlocal_home
+
+    return JobDir((work_dir or sdlocal_home() / "jobs" / job_name).resolve())
+
+
+@click.group(cls=_Cli, context_settings={"help_option_names": ["-h", "--help"]})
+@click.option("--debug", is_flag=True, help="Show the full traceback of errors.")
+def cli(debug: bool) -> None:
+    """sdlocal: Amazon SageMaker Debugger on your own machine (hook, rule evaluators, embedded S3)."""
+
+
+@cli.command(cls=_OrderedCommand)
+@click.argument("spec_file", required=False, type=click.Path(dir_okay=False, exists=True, path_type=Path))
+@click.option("--entry-point", help="Training script, relative to the source directory.")
+@click.option("--source-dir", type=click.Path(file_okay=False, exists=True, path_type=Path),
+              help="Folder of the training code (default: the spec file's folder, else the current one).")
+@click.option("--job-name", help="TrainingJobName (default: sdlocal-<timestamp>).")
+@click.option("--hyperparameter", "-p", "hyperparameters", multiple=True, callback=_kv, metavar="K=V",
+              help="Passed to the script as --K V. Repeatable.")
+@click.option("--rule", "rules", multiple=True, metavar="NAME", help="A built-in Debugger rule. Repeatable.")
+@click.option("--rule-param", "rule_params", multiple=True, metavar="K=V",
+              help="A RuleParameter of the closest --rule/--custom-rule BEFORE it. Repeatable.")
+@click.option("--custom-rule", "custom_rules", multiple=True, metavar="FILE.py:CLASS",
+              help="A custom rule class from a file (its parameters: the --rule-param after it). Repeatable.")
+@click.option("--hook-param", "hook_params", multiple=True, callback=_kv, metavar="K=V",
+              help="DebugHookConfig.HookParameters entry, e.g. save_interval=10. Repeatable.")
+@click.option("--collection", "collections", multiple=True, callback=_collections, metavar="NAME[:K=V,...]",
+              help="A collection to save, optionally with CollectionParameters. Repeatable.")
+@click.option("--s3-output-path", metavar="S3_URI", help="Where the job's outputs go (default s3://sdlocal/jobs).")
+@_endpoint_option
+@_work_dir_option
+@click.option("--overwrite", is_flag=True, help="Replace the outputs of an earlier job with the same name.")
+@click.option("--rule-timeout", type=float, default=600.0, show_default=True,
+              help="Seconds the evaluators may run on after training ended.")
+@click.option("--poll-interval", type=float, default=1.0, show_default=True, help="Evaluators' polling interval (s).")
+@click.option("--json", "as_json", is_flag=True, help="Print the rule statuses as JSON.")
+@click.pass_context
+def run(ctx: click.Context, spec_file: Path | None, entry_point: str | None, source_dir: Path | None,
+        job_name: str | None, hyperparameters: tuple[tuple[str, str], ...], rules: tuple[str, ...],
+        rule_params: tuple[str, ...], custom_rules: tuple[str, ...], hook_params: tuple[tuple[str, str], ...],
+        collections: Any, s3_output_path: str | None, s3_endpoint_url: str | None, work_dir: Path | None,
+        overwrite: bool, rule_timeout: float, poll_interval: float, as_json: bool) -> None:
+    """Run a training job with its Debugger rules, like CreateTrainingJob on SageMaker.
+
+    SPEC_FILE is a CreateTrainingJob request (JSON or YAML, e.g. the body the SageMaker Python SDK
+    builds) plus `EntryPoint` and `SourceDir`; flags build a spec or extend it. Example:
+
+      sdlocal run --entry-point train.py -p lr=0.1 --rule VanishingGradient --rule-param threshold=1e-6
+    """
+    from launcher.job import RunOptions, run_job, stop_on_signals
+    from launcher.runtime import ProcessRuntime
+    from launcher.spec import DEFAULT_S3_OUTPUT_PATH, JobSpec, load_request
+
+    try:
+        rule_flags = group_rule_flags(rule_options_in_order(ctx.meta.get("sdlocal.args", [])))
+    except ValueError as e:
+        raise click.UsageError(str(e), ctx=ctx) from e
+    overrides = Overrides(entry_point=entry_point, source_dir=source_dir, job_name=job_name,
+                          hyperparameters=hyperparameters, rules=rule_flags, hook_params=hook_params,
+                          collections=collections, s3_output_path=s3_output_path)
+    request = overrides.apply(load_request(spec_file) if spec_file else {})
+    spec = JobSpec.from_request(request, base_dir=spec_file.parent if spec_file else Path.cwd(),
+                                default_output_path=s3_output_path or DEFAULT_S3_OUTPUT_PATH)
+    if spec.ignored_fields:
+        click.echo(f"Ignored (SageMaker-only) fields: {', '.join(spec.ignored_fields)}", err=True)
+    for warning in spec.warnings:
+        click.echo(f"Warning: {warning}", err=True)
+    options = RunOptions(poll_interval_s=poll_interval, rule_timeout_s=rule_timeout, overwrite=overwrite)
+    stop = threading.Event()
+    with stop_on_signals(stop):
+        result = run_job(spec, job_dir=_job_dir(spec.job_name, work_dir), endpoint=_endpoint(s3_endpoint_url),
+                         runtime=ProcessRuntime(), options=options, stop=stop,
+                         echo=lambda line: click.echo(line, err=True))
+    _print_statuses(result.statuses, as_json)
+    if result.stopped:
+        ctx.exit(130)
+    if result.training_failed:
+        ctx.exit(1)
+
+
+@cli.command()
+@click.argument("job_name")
+@click.option("--s3-output-path", metavar="S3_URI",
+              help="The job's S3OutputPath (default: from the local job record, else s3://sdlocal/jobs).")
+@_endpoint_option
+@_work_dir_option
+@click.option("--json", "as_json", is_flag=True, help="Print the statuses as JSON (rule_job_summary()).")
+def summary(job_name: str, s3_output_path: str | None, s3_endpoint_url: str | None, work_dir: Path | None,
+            as_json: bool) -> None:
+    """The rules' evaluation statuses of JOB_NAME (Debugger rules, then profiler rules)."""
+    from launcher.summary import rule_job_summary, rules_of_job
+
+    client = _endpoint(s3_endpoint_url).client()
+    refs = rules_of_job(client, job_name, output_path=s3_output_path, job_dir=_job_dir(job_name, work_dir).root)
+    _print_statuses(rule_job_summary(client, refs), as_json)
+
+
+@cli.command()
+@click.argument("trial")
+@click.option("--rule", "rule_name", metavar="NAME", help="Built-in rule to run (see `sdlocal rules`).")
+@click.option("--param", "params", multiple=True, callback=_kv, metavar="K=V", help="A RuleParameter. Repeatable.")
+@click.option("--custom-rule", metavar="FILE.py:CLASS", help="Run a custom rule class from a file instead.")
+@_endpoint_option
+@click.option("--json", "as_json", is_flag=True, help="Print the final status as JSON.")
+def evaluate(trial: str, rule_name: str | None, params: tuple[tuple[str, str], ...], custom_rule: str | None,
+             s3_endpoint_url: str | None, as_json: bool) -> None:
+    """Evaluate one rule on a finished TRIAL (a local folder or an s3:// debug-output prefix).
+
+    Exit 0 when the rule ran (IssuesFound or NoIssuesFound), 1 on Error.
+    """
+    from evaluator.api import evaluate_trial
+
+    custom_file = None
+    if custom_rule:
+        custom_file, _, rule_name = custom_rule.rpartition(":")
+        if not custom_file or not rule_name:
+            raise click.BadParameter("expected FILE.py:CLASS", param_hint="--custom-rule")
+    if not rule_name:
+        raise click.UsageError("give --rule NAME or --custom-rule FILE.py:CLASS")
+    endpoint_url = None
+    if trial.startswith("s3://"):
+        endpoint_url = _endpoint(s3_endpoint_url).url
+    status = evaluate_trial(trial, rule_name, dict(params), custom_rule_file=custom_file, endpoint_url=endpoint_url)
+    row = status.to_dict()
+    _print_statuses([row], as_json)
+    if row["RuleEvaluationStatus"] not in ("IssuesFound", "NoIssuesFound"):
+        raise SystemExit(1)
+
+
+@cli.command()
+@click.option("--json", "as_json", is_flag=True, help="Print the rules as JSON.")
+def rules(as_json: bool) -> None:
+    """List the built-in Debugger rules, their group and parameters."""
+    from evaluator.registry import builtin_rule_infos
+
+    infos = builtin_rule_infos()
+    if as_json:
+        click.echo(json.dumps([{"name": i.name, "group": i.group, "parameters": dict(i.parameters),
+                                "description": i.description} for i in infos], indent=1))
+        return
+    width = max([len("Rule"), *(len(i.name) for i in infos)])
+    gwidth = max([len("Group"), *(len(i.group) for i in infos)])
+    click.echo(f"{'Rule'.ljust(width)}  {'Group'.ljust(gwidth)}  Parameters (defaults)")
+    for i in infos:
+        params = ", ".join(f"{k}={v}" if v else k for k, v in i.parameters)
+        click.echo(f"{i.name.ljust(width)}  {i.group.ljust(gwidth)}  {params}".rstrip())
+
+
+@cli.group()
+def s3() -> None:
+    """The embedded S3 server (a moto server shared by sdlocal commands)."""
+
+
+@s3.command("status")
+def s3_status() -> None:
+    """Say whether the embedded S3 server runs, and where."""
+    from launcher.s3 import EmbeddedS3, sdlocal_home
+
+    state = EmbeddedS3(sdlocal_home()).running()
+    click.echo(f"running at {state.url} (pid {state.pid})" if state else "not running")
+
+
+@s3.command("stop")
+def s3_stop() -> None:
+    """Stop the embedded S3 server (its data is lost)."""
+    from launcher.s3 import EmbeddedS3, sdlocal_home
+
+    state = EmbeddedS3(sdlocal_home()).stop()
+    click.echo(f"stopped the embedded S3 server at {state.url} (pid {state.pid})" if state else "not running")
+
+
+def _print_statuses(rows: list[dict[str, Any]], as_json: bool) -> None:
+    from launcher.summary import format_table
+
+    click.echo(json.dumps(rows, indent=1) if as_json else format_table(rows))
+
+
+def main() -> None:
+    cli(prog_name="sdlocal")

@@ -1,0 +1,215 @@
+"""Running a job: training and one evaluator per Debugger rule at the same time, the uploads, the
+end marker, waiting for the evaluators, statuses for evaluators that could not write their own.
+
+Stopping (Ctrl-C, SIGTERM, `stop` event): training and evaluators are stopped (SIGTERM, then
+SIGKILL after the grace period), the end marker is written, rules that had not finished are
+marked `Stopped`; no process is left behind.
+"""
+from __future__ import annotations
+
+import contextlib
+import shutil
+import signal
+import threading
+import time
+from collections.abc import Callable, Iterator
+from dataclasses import dataclass
+from typing import Any
+
+from launcher._values import split_s3_uri
+from launcher.errors import JobError
+from launcher.platform import JobDir, Uploader, UploadTarget, write_configs, write_end_marker
+from launcher.runtime import Handle, RuleLaunch, Runtime, TrainingLaunch
+from launcher.s3 import S3Endpoint, ensure_bucket
+from launcher.spec import JobSpec, RuleSpec
+from launcher.summary import RuleRef, rule_job_summary
+
+_FINAL = ("IssuesFound", "NoIssuesFound", "Error", "Stopped")
+
+
+@dataclass(frozen=True)
+class RunOptions:
+    poll_interval_s: float = 1.0  # evaluators' polling (SDLOCAL_POLL_INTERVAL_S)
+    upload_interval_s: float = 1.0
+    rule_timeout_s: float = 600.0  # how long evaluators may run on after training ended
+    stop_grace_s: float = 10.0
+    collections_timeout_s: float | None = None
+    overwrite: bool = False
+
+
+@dataclass(frozen=True)
+class JobResult:
+    job_name: str
+    training_exit_code: int | None
+    stopped: bool
+    statuses: list[dict[str, Any]]
+
+    @property
+    def training_failed(self) -> bool:
+        return self.stopped or self.training_exit_code != 0
+
+
+@contextlib.contextmanager
+def stop_on_signals(event: threading.Event) -> Iterator[None]:
+    """SIGINT/SIGTERM set `event` (the job loop stops everything cleanly) instead of raising."""
+    if threading.current_thread() is not threading.main_thread():
+        yield
+        return
+    previous = {sig: signal.getsignal(sig) for sig in (signal.SIGINT, signal.SIGTERM)}
+    for sig in previous:
+        signal.signal(sig, lambda *_: event.set())
+    try:
+        yield
+    finally:
+        for sig, handler in previous.items():
+            signal.signal(sig, handler)
+
+
+def run_job(
+    spec: JobSpec,
+    *,
+    job_dir: JobDir,
+    endpoint: S3Endpoint,
+    runtime: Runtime,
+    options: RunOptions = RunOptions(),
+    echo: Callable[[str], None] = print,
+    stop: threading.Event | None = None,
+    client: Any = None,
+    clock: Callable[[], float] = time.monotonic,
+) -> JobResult:
+    stop = stop or threading.Event()
+    client = client or endpoint.client()
+    echo(endpoint.describe())
+    _prepare(spec, job_dir, endpoint, client, options.overwrite)
+    write_configs(spec, job_dir, endpoint.url)
+    if spec.profiler_rules:
+        echo(f"Profiler rules are not evaluated yet: {', '.join(r.name for r in spec.profiler_rules)}")
+
+    targets = [UploadTarget(job_dir.tensors, spec.debug_output)]
+    if spec.tensorboard is not None:
+        targets.append(UploadTarget(job_dir.tensorboard, spec.tensorboard.tensorboard_output))
+    upload_errors: list[Exception] = []
+    uploader = Uploader(client, targets, interval=options.upload_interval_s, on_error=upload_errors.append)
+    child_env = tuple(sorted(endpoint.child_env().items()))
+    handles: dict[str, Handle] = {}
+    training: Handle | None = None
+    exit_code: int | None = None
+    try:
+        uploader.start()
+        for rule in spec.debug_rules:
+            handles[rule.name] = runtime.start_rule(_rule_launch(spec, rule, job_dir, options, child_env))
+        training = runtime.start_training(_training_launch(spec, job_dir, child_env))
+        echo(f"Training job {spec.job_name} started ({len(handles)} rule evaluator(s)); logs in {job_dir.logs}")
+        while (exit_code := training.wait(0.2)) is None and not stop.is_set():
+            pass
+        if exit_code is None:
+            echo("Stopping the training job ...")
+            training.stop(options.stop_grace_s)
+        else:
+            echo(f"Training {'completed' if exit_code == 0 else f'failed (exit code {exit_code})'}")
+    finally:
+        # Whatever happened: stop training if still running, upload what exists, mark the end.
+        if training is not None and training.poll() is None:
+            training.stop(options.stop_grace_s)
+        try:
+            uploader.finish()
+            write_end_marker(client, spec.debug_output)
+        finally:
+            if stop.is_set() or training is None or exit_code is None:
+                _stop_rules(spec, handles, client, options, "Stopped", "Stopped: the training job was stopped")
+    if not stop.is_set():
+        _wait_rules(spec, handles, client, options, stop, clock)
+    if upload_errors:
+        echo(f"Warning: {len(upload_errors)} upload attempt(s) failed; last: {upload_errors[-1]}")
+    refs = [RuleRef(r.name, r.output, r.kind) for r in spec.debug_rules + spec.profiler_rules]
+    return JobResult(spec.job_name, exit_code, stop.is_set(), rule_job_summary(client, refs))
+
+
+def _prepare(spec: JobSpec, job_dir: JobDir, endpoint: S3Endpoint, client: Any, overwrite: bool) -> None:
+    if endpoint.source != "aws":
+        outputs = [spec.debug_output] + [r.output for r in spec.debug_rules]
+        if spec.tensorboard is not None:
+            outputs.append(spec.tensorboard.tensorboard_output)
+        for bucket in dict.fromkeys(split_s3_uri(u)[0] for u in outputs):
+            ensure_bucket(client, bucket)
+    bucket, prefix = split_s3_uri(spec.job_output)
+    existing = client.list_objects_v2(Bucket=bucket, Prefix=f"{prefix}/", MaxKeys=1).get("KeyCount", 0)
+    if (existing or job_dir.root.exists()) and not overwrite:
+        raise JobError(
+            f"Training job {spec.job_name} already exists ({spec.job_output} or {job_dir.root}); "
+            "choose another --job-name or pass --overwrite"
+        )
+    if overwrite:
+        shutil.rmtree(job_dir.root, ignore_errors=True)
+        paginator = client.get_paginator("list_objects_v2")
+        for page in paginator.paginate(Bucket=bucket, Prefix=f"{prefix}/"):
+            objects = [{"Key": o["Key"]} for o in page.get("Contents", [])]
+            if objects:
+                client.delete_objects(Bucket=bucket, Delete={"Objects": objects})
+
+
+def _training_launch(spec: JobSpec, job_dir: JobDir, env: tuple[tuple[str, str], ...]) -> TrainingLaunch:
+    return TrainingLaunch(
+        job_name=spec.job_name, entry_point=spec.entry_point, source_dir=spec.source_dir,
+        hyperparameters=tuple(spec.hyperparameters.items()), config_dir=job_dir.config_dir,
+        model_dir=job_dir.model, log_path=job_dir.logs / "training.log", image=spec.training_image, env=env,
+    )
+
+
+def _rule_launch(spec: JobSpec, rule: RuleSpec, job_dir: JobDir, options: RunOptions,
+                 env: tuple[tuple[str, str], ...]) -> RuleLaunch:
+    return RuleLaunch(
+        job_name=spec.job_name, rule_name=rule.name, rule_parameters=tuple(rule.parameters.items()),
+        debug_output=spec.debug_output, rule_output=rule.output, log_path=job_dir.rule_log(rule.name),
+        profiler_output=spec.profiler.profiler_output if spec.profiler else None,
+        poll_interval_s=options.poll_interval_s, collections_timeout_s=options.collections_timeout_s,
+        image=rule.image, env=env,
+    )
+
+
+def _wait_rules(spec: JobSpec, handles: dict[str, Handle], client: Any, options: RunOptions,
+                stop: threading.Event, clock: Callable[[], float]) -> None:
+    deadline = clock() + options.rule_timeout_s
+    while any(h.poll() is None for h in handles.values()):
+        if stop.is_set():
+            _stop_rules(spec, handles, client, options, "Stopped", "Stopped: the job was stopped")
+            return
+        if clock() > deadline:
+            details = f"ClientError: the evaluator did not finish within {options.rule_timeout_s:g}s after training ended"
+            _stop_rules(spec, handles, client, options, "Error", details)
+            return
+        next(h for h in handles.values() if h.poll() is None).wait(0.2)
+    for rule in spec.debug_rules:
+        handle = handles.get(rule.name)
+        if handle is not None and not _has_final_status(client, rule):
+            last = " | ".join(handle.last_log_lines(5))
+            details = (f"ClientError: the rule evaluator exited (code {handle.poll()}) without a final status. "
+                       f"Last log lines: {last}")
+            _write_status(spec, rule, client, "Error", details)
+
+
+def _stop_rules(spec: JobSpec, handles: dict[str, Handle], client: Any, options: RunOptions,
+                status: str, details: str) -> None:
+    for handle in handles.values():
+        handle.stop(options.stop_grace_s)
+    for rule in spec.debug_rules:
+        if rule.name in handles and not _has_final_status(client, rule):
+            _write_status(spec, rule, client, status, details)
+
+
+def _has_final_status(client: Any, rule: RuleSpec) -> bool:
+    from launcher.summary import read_status
+
+    try:
+        current = read_status(client, rule.output)
+    except ValueError:  # a torn or foreign status.json: not a final status
+        return False
+    return current is not None and current.get("RuleEvaluationStatus") in _FINAL
+
+
+def _write_status(spec: JobSpec, rule: RuleSpec, client: Any, status: str, details: str) -> None:
+    from evaluator.status import RuleStatus, Status, fake_job_arn, write_status
+    from trial.storage import open_storage
+
+    write_status(open_storage(rule.output, client=client),
+                 RuleStatus(rule.name, Status(status), details, job_arn=fake_job_arn(spec.job_name, rule.name)))

@@ -169,3 +169,17 @@ def test_step_errors(tmp_path: Path) -> None:
         t.value(9)
     w.write_step(9, ModeKeys.TRAIN, 9, [("a", np.full(2, 9.0))])
     assert t.value(9).tolist() == [9.0, 9.0]  # a missing step triggers one refresh
+
+
+def test_s3_endpoint_from_argument_or_environment(
+    tmp_path: Path, moto_server: str, s3_client: Any, bucket: str, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    w = TrialWriter(tmp_path)
+    w.write_collections([Collection("c")])
+    w.write_step(0, ModeKeys.TRAIN, 0, [("a", np.arange(3))])
+    uri = upload(tmp_path, s3_client, bucket, "p/job/debug-output")
+    assert create_trial(uri, endpoint_url=moto_server).tensor("a").value(0).tolist() == [0, 1, 2]
+    monkeypatch.setenv("AWS_ENDPOINT_URL_S3", moto_server)  # boto3 resolves it itself
+    tr = create_trial(uri + "/")
+    assert tr.tensor("a").value(0).tolist() == [0, 1, 2]
+    assert tr.name == "debug-output" and tr.storage.uri == uri

@@ -109,14 +109,15 @@ def run_job(
             echo(f"Training {'completed' if exit_code == 0 else f'failed (exit code {exit_code})'}")
     finally:
         # Whatever happened: stop training if still running, upload what exists, mark the end.
+        # A stopped job stops its evaluators BEFORE the end marker (they must not read it as the end).
         if training is not None and training.poll() is None:
             training.stop(options.stop_grace_s)
         try:
-            uploader.finish()
-            write_end_marker(client, spec.debug_output)
-        finally:
             if stop.is_set() or training is None or exit_code is None:
                 _stop_rules(spec, handles, client, options, "Stopped", "Stopped: the training job was stopped")
+        finally:
+            uploader.finish()
+            write_end_marker(client, spec.debug_output)
     if not stop.is_set():
         _wait_rules(spec, handles, client, options, stop, clock)
     if upload_errors:

@@ -1,0 +1,4 @@
+"""`python -m launcher` = `sdlocal`."""
+from launcher.cli import main
+
+main()

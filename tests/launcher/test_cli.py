@@ -1,0 +1,139 @@
+"""The CLI in-process (CliRunner): help everywhere, errors in one line, usage errors, summary,
+evaluate, rules, s3 status/stop."""
+from __future__ import annotations
+
+import json
+from pathlib import Path
+from typing import Any
+
+import click
+import pytest
+from click.testing import CliRunner
+
+from launcher.cli import cli
+from launcher.errors import SpecError
+from launcher.overrides import group_rule_flags, rule_options_in_order
+
+
+def all_commands(group: click.Group, prefix: tuple[str, ...] = ()) -> list[tuple[str, ...]]:
+    out = [prefix]
+    for name, cmd in group.commands.items():
+        if isinstance(cmd, click.Group):
+            out += all_commands(cmd, (*prefix, name))
+        else:
+            out.append((*prefix, name))
+    return out
+
+
+def test_every_command_has_help() -> None:
+    commands = all_commands(cli)
+    assert {("run",), ("summary",), ("evaluate",), ("rules",), ("s3", "stop"), ("s3", "status")} <= set(commands)
+    for path in commands:
+        result = CliRunner().invoke(cli, [*path, "--help"])
+        assert result.exit_code == 0, (path, result.output)
+        assert "Usage:" in result.output
+        cmd: Any = cli
+        for name in path:
+            cmd = cmd.commands[name]
+        assert cmd.help, f"{path} has no help text"
+
+
+def test_rule_params_attach_to_the_preceding_rule() -> None:
+    args = ["--rule", "A", "--rule-param", "x=1", "--job-name", "j", "--custom-rule=f.py:B",
+            "--rule-param=y=2", "--rule-param", "z=3", "--rule", "C", "--", "--rule", "D"]
+    flags = group_rule_flags(rule_options_in_order(args))
+    assert [(f.name, f.params) for f in flags] == [("A", (("x", "1"),)), ("B", (("y", "2"), ("z", "3"))), ("C", ())]
+    assert flags[1].source is not None and flags[1].source.name == "f.py"
+
+
+def test_usage_errors_exit_2(tmp_path: Path) -> None:
+    runner = CliRunner()
+    result = runner.invoke(cli, ["run", "--rule-param", "x=1", "--rule", "A"])
+    assert result.exit_code == 2 and "--rule-param must follow" in result.output
+    result = runner.invoke(cli, ["run", "--hyperparameter", "novalue"])
+    assert result.exit_code == 2 and "KEY=VALUE" in result.output
+    result = runner.invoke(cli, ["evaluate", str(tmp_path)])
+    assert result.exit_code == 2 and "--rule" in result.output
+
+
+def test_errors_are_one_line_and_debug_shows_traceback(tmp_path: Path) -> None:
+    spec = tmp_path / "job.yaml"
+    spec.write_text("EntryPoint: missing.py\n")
+    result = CliRunner().invoke(cli, ["run", str(spec)])
+    assert result.exit_code == 1
+    assert result.output.strip().splitlines() == [
+        f"Error: EntryPoint: 'missing.py' not found in the source directory {tmp_path.resolve()}"]
+    result = CliRunner().invoke(cli, ["--debug", "run", str(spec)])
+    assert isinstance(result.exception, SpecError)
+    bad = tmp_path / "bad.yaml"
+    bad.write_text("EntryPoint: [x\n")
+    result = CliRunner().invoke(cli, ["run", str(bad)])
+    assert result.exit_code == 1 and result.output.startswith(f"Error: {bad}: malformed YAML")
+
+
+def test_summary_reads_statuses_from_s3(moto_server: str, s3_client: Any, bucket: str) -> None:
+    status = {"RuleConfigurationName": "VanishingGradient", "RuleEvaluationStatus": "IssuesFound",
+              "StatusDetails": "RuleEvaluationConditionMet: at step 5", "LastModifiedTime": "2026-01-01T00:00:00Z"}
+    s3_client.put_object(Bucket=bucket, Key="out/j1/rule-output/VanishingGradient/status.json",
+                         Body=json.dumps(status))
+    s3_client.put_object(Bucket=bucket, Key="out/j1/rule-output/AllZero/status.json",
+                         Body=json.dumps({**status, "RuleConfigurationName": "AllZero",
+                                          "RuleEvaluationStatus": "NoIssuesFound", "StatusDetails": ""}))
+    args = ["summary", "j1", "--s3-output-path", f"s3://{bucket}/out/", "--s3-endpoint-url", moto_server]
+    result = CliRunner().invoke(cli, [*args, "--json"])
+    assert result.exit_code == 0, result.output
+    rows = json.loads(result.output)
+    assert [r["RuleConfigurationName"] for r in rows] == ["AllZero", "VanishingGradient"]
+    table = CliRunner().invoke(cli, args).output.splitlines()
+    assert table[0].split() == ["RuleConfigurationName", "RuleEvaluationStatus", "StatusDetails"]
+    assert table[2].split()[:3] == ["VanishingGradient", "IssuesFound", "RuleEvaluationConditionMet:"]
+
+
+def test_summary_uses_the_local_job_record(tmp_path: Path, moto_server: str, s3_client: Any, bucket: str) -> None:
+    (tmp_path / "job.json").write_text(json.dumps({
+        "DebugRules": [{"RuleConfigurationName": "R1", "RuleOutput": f"s3://{bucket}/x/j/rule-output/R1"}],
+        "ProfilerRules": [{"RuleConfigurationName": "ProfilerReport", "RuleOutput": f"s3://{bucket}/x/j/rule-output/P"}],
+    }))
+    result = CliRunner().invoke(cli, ["summary", "j", "--work-dir", str(tmp_path), "--json",
+                                      "--s3-endpoint-url", moto_server])
+    assert result.exit_code == 0, result.output
+    # R1 has not written a status yet: InProgress; the profiler rule (not evaluated) is left out
+    assert [(r["RuleConfigurationName"], r["RuleEvaluationStatus"]) for r in json.loads(result.output)] == [
+        ("R1", "InProgress")]
+
+
+def test_rules_lists_builtins() -> None:
+    pytest.importorskip("evaluator.registry")
+    result = CliRunner().invoke(cli, ["rules"])
+    assert result.exit_code == 0, result.output
+    assert result.output.splitlines()[0].split()[:2] == ["Rule", "Group"]
+    assert any(line.startswith("VanishingGradient") for line in result.output.splitlines())
+    rows = json.loads(CliRunner().invoke(cli, ["rules", "--json"]).output)
+    assert "threshold" in next(r for r in rows if r["name"] == "VanishingGradient")["parameters"]
+
+
+@pytest.mark.parametrize(("trial", "rule", "status", "code"), [
+    ("exploding", "ExplodingTensor", "IssuesFound", 0),
+    ("healthy", "ExplodingTensor", "NoIssuesFound", 0),
+    ("healthy", "NoSuchRule", "Error", 1),
+])
+def test_evaluate_exit_codes(fixture_trials: Path, trial: str, rule: str, status: str, code: int) -> None:
+    pytest.importorskip("evaluator.api")
+    result = CliRunner().invoke(cli, ["evaluate", str(fixture_trials / trial), "--rule", rule, "--json"])
+    assert result.exit_code == code, result.output
+    assert json.loads(result.output)[0]["RuleEvaluationStatus"] == status
+
+
+def test_s3_status_and_stop(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    monkeypatch.setenv("SDLOCAL_HOME", str(tmp_path))
+    runner = CliRunner()
+    assert runner.invoke(cli, ["s3", "status"]).output.strip() == "not running"
+    from launcher.s3 import EmbeddedS3
+
+    state = EmbeddedS3(tmp_path).ensure()
+    try:
+        assert runner.invoke(cli, ["s3", "status"]).output.strip() == f"running at {state.url} (pid {state.pid})"
+    finally:
+        out = runner.invoke(cli, ["s3", "stop"]).output
+    assert f"pid {state.pid}" in out
+    assert runner.invoke(cli, ["s3", "stop"]).output.strip() == "not running"

@@ -9,7 +9,6 @@ from __future__ import annotations
 
 import enum
 import logging
-import re
 from collections.abc import Iterable, Sequence
 from typing import Any
 
@@ -177,6 +176,3 @@ class Rule:
             self.report["Datapoints"] += 1
         return verdict
 
-
-def compile_regexes(patterns: Iterable[str]) -> list[re.Pattern[str]]:
-    return [re.compile(p) for p in patterns]

@@ -158,3 +158,29 @@ def test_live_trial_grows_while_the_evaluator_runs(tmp_path: Path) -> None:
     assert "rule ExplodingTensor at step 20 resulted" in status["StatusDetails"]
     assert status["LastEvaluatedStep"] == 29
     assert "ExplodingTensor: InProgress" in proc.stderr  # reported before the data arrived
+
+
+@pytest.mark.slow
+def test_sigterm_stops_with_status_stopped(tmp_path: Path) -> None:
+    trial_dir, out = tmp_path / "debug-output", tmp_path / "rule-output"
+    TrialWriter(trial_dir).write_collections(COLLECTIONS)  # training never ends
+    env = {k: v for k, v in os.environ.items() if not k.startswith("SDLOCAL_")}
+    env.update({
+        "SDLOCAL_JOB_NAME": "j", "SDLOCAL_RULE_CONFIGURATION_NAME": "EX",
+        "SDLOCAL_RULE_PARAMETERS": '{"rule_to_invoke": "ExplodingTensor"}',
+        "SDLOCAL_DEBUG_OUTPUT": str(trial_dir), "SDLOCAL_RULE_OUTPUT": str(out), "SDLOCAL_POLL_INTERVAL_S": "0.1",
+        "PYTHONPATH": str(REPO),
+    })
+    proc = subprocess.Popen([sys.executable, "-m", "evaluator"], cwd=REPO, env=env, stderr=subprocess.PIPE, text=True)
+    try:
+        deadline = time.monotonic() + 30
+        while not (out / "status.json").exists():  # wait for InProgress, with a deadline
+            assert time.monotonic() < deadline and proc.poll() is None
+            time.sleep(0.05)
+        proc.terminate()
+        assert proc.wait(timeout=30) == 0
+    finally:
+        if proc.poll() is None:
+            proc.kill()
+        proc.communicate()
+    assert json.loads((out / "status.json").read_text())["RuleEvaluationStatus"] == "Stopped"

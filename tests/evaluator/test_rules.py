@@ -182,3 +182,16 @@ def test_one_step_trial_gives_no_issues(tmp_path: Path) -> None:
     for rule in (VanishingGradient(trial), ExplodingTensor(trial), AllZero(trial, collection_names="weights"),
                  UnchangedTensor(trial), LossNotDecreasing(trial)):
         assert evaluate(trial, rule, sleep=lambda s: None).status is Status.NO_ISSUES_FOUND
+
+
+def test_rules_use_reductions_when_only_reductions_were_saved(tmp_path: Path) -> None:
+    steps = [(0, "TRAIN", 0, {
+        "smdebug/reductions/abs_mean/gradient/x": np.float32(1e-9),
+        "smdebug/reductions/abs_max/gradient/x": np.float32(0.0),
+        "smdebug/reductions/max/w": np.float32(np.nan),
+    })]
+    trial = make_trial(tmp_path, steps)
+    assert VanishingGradient(trial).invoke(0) is Verdict.CONDITION_MET  # saved abs_mean 1e-9
+    assert ExplodingTensor(trial, tensor_regex="^w$").invoke(0) is Verdict.CONDITION_MET  # saved max NaN
+    assert AllZero(trial, tensor_regex="x").invoke(0) is Verdict.CONDITION_MET  # saved abs_max 0
+    assert AllZero(trial, tensor_regex="x", threshold="50").invoke(0) is Verdict.CONDITION_MET

@@ -1,0 +1,175 @@
+"""run_job with real processes and a real moto server; the training and evaluator processes are
+small stand-ins (the interpreter is replaced), so these tests need neither torch nor the hook."""
+from __future__ import annotations
+
+import json
+import os
+import sys
+import threading
+import time
+from pathlib import Path
+from typing import Any
+
+import pytest
+
+from launcher.errors import JobError
+from launcher.job import RunOptions, run_job
+from launcher.platform import JobDir
+from launcher.runtime import ProcessRuntime
+from launcher.s3 import S3Endpoint
+from launcher.spec import JobSpec
+
+STAND_IN = r'''
+import json, os, sys, time
+import boto3
+pids = os.environ["PIDS_DIR"]
+if sys.argv[2] == "hook.run":
+    open(os.path.join(pids, "training"), "w").write(str(os.getpid()))
+    import numpy as np
+    from trial.writer import TrialWriter
+    cfg = json.load(open(os.environ["SMDEBUG_CONFIG_FILE_PATH"]))
+    writer = TrialWriter(cfg["LocalPath"])
+    writer.write_collections([])
+    for step in range(3):
+        writer.write_step(step, "TRAIN", step, [("loss", np.float32(step))])
+    behaviour = os.environ.get("FAKE_TRAINING", "ok")
+    if behaviour == "hang":
+        time.sleep(120)
+    sys.exit(3 if behaviour == "fail" else 0)
+name = os.environ["SDLOCAL_RULE_CONFIGURATION_NAME"]
+open(os.path.join(pids, "rule-" + name), "w").write(str(os.getpid()))
+behaviour = os.environ.get("FAKE_EVALUATOR", "ok")
+print("evaluating", name, flush=True)
+if behaviour == "crash":
+    print("Traceback: boom, the evaluator broke", flush=True)
+    sys.exit(1)
+if behaviour == "hang":
+    time.sleep(120)
+out = os.environ["SDLOCAL_RULE_OUTPUT"][5:]
+bucket, _, prefix = out.partition("/")
+boto3.client("s3", endpoint_url=os.environ["AWS_ENDPOINT_URL_S3"]).put_object(
+    Bucket=bucket, Key=prefix + "/status.json",
+    Body=json.dumps({"RuleConfigurationName": name, "RuleEvaluationStatus": "NoIssuesFound", "StatusDetails": ""}))
+'''
+
+
+@pytest.fixture
+def runtime(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> str:
+    """The stand-in interpreter (ProcessRuntime reads the environment when it is created)."""
+    (tmp_path / "standin.py").write_text(STAND_IN)
+    script = tmp_path / "python"
+    script.write_text(f"#!/bin/sh\nexec {sys.executable} {tmp_path / 'standin.py'} \"$@\"\n")
+    script.chmod(0o755)
+    (tmp_path / "pids").mkdir()
+    monkeypatch.setenv("PIDS_DIR", str(tmp_path / "pids"))
+    return str(script)
+
+
+def make_spec(tmp_path: Path, bucket: str, rules: tuple[str, ...] = ("R1", "R2"), name: str = "job-1") -> JobSpec:
+    (tmp_path / "train.py").write_text("")
+    req = {"TrainingJobName": name, "EntryPoint": "train.py",
+           "DebugHookConfig": {"S3OutputPath": f"s3://{bucket}/out"},
+           "DebugRuleConfigurations": [{"RuleConfigurationName": r,
+                                        "RuleParameters": {"rule_to_invoke": "VanishingGradient"}} for r in rules],
+           "ProfilerRuleConfigurations": [{"RuleConfigurationName": "ProfilerReport"}]}
+    return JobSpec.from_request(req, base_dir=tmp_path, check_rule_names=False)
+
+
+def run(spec: JobSpec, tmp_path: Path, runtime: str, moto_server: str, s3_client: Any,
+        stop: threading.Event | None = None, **options: Any) -> tuple[Any, list[str]]:
+    lines: list[str] = []
+    opts = RunOptions(poll_interval_s=0.2, upload_interval_s=0.1, stop_grace_s=2.0, **options)
+    result = run_job(spec, job_dir=JobDir(tmp_path / "jobs" / spec.job_name), endpoint=S3Endpoint(moto_server, "flag"),
+                     runtime=ProcessRuntime(python=runtime), options=opts, echo=lines.append, stop=stop, client=s3_client)
+    return result, lines
+
+
+def keys(s3_client: Any, bucket: str) -> list[str]:
+    return sorted(o["Key"] for o in s3_client.list_objects_v2(Bucket=bucket).get("Contents", []))
+
+
+def statuses(result: Any) -> dict[str, tuple[str, str]]:
+    return {s["RuleConfigurationName"]: (s["RuleEvaluationStatus"], s["StatusDetails"]) for s in result.statuses}
+
+
+def test_job_runs_uploads_and_reports(tmp_path: Path, runtime: str, moto_server: str,
+                                      s3_client: Any, bucket: str, monkeypatch: pytest.MonkeyPatch) -> None:
+    spec = make_spec(tmp_path, bucket)
+    result, lines = run(spec, tmp_path, runtime, moto_server, s3_client)
+    assert result.training_exit_code == 0 and not result.training_failed
+    assert statuses(result) == {"R1": ("NoIssuesFound", ""), "R2": ("NoIssuesFound", "")}
+    assert "Profiler rules are not evaluated yet: ProfilerReport" in lines
+    stored = keys(s3_client, bucket)
+    assert "out/job-1/debug-output/training_job_end.ts" in stored
+    assert "out/job-1/debug-output/index/000000000/000000000002_worker_0.json" in stored
+    # the same name again is refused, --overwrite replaces it
+    with pytest.raises(JobError, match="already exists"):
+        run(spec, tmp_path, runtime, moto_server, s3_client)
+    monkeypatch.setenv("FAKE_TRAINING", "fail")
+    result, _ = run(spec, tmp_path, runtime, moto_server, s3_client, overwrite=True)
+    assert result.training_exit_code == 3 and result.training_failed
+    assert "out/job-1/debug-output/training_job_end.ts" in keys(s3_client, bucket)  # also when training failed
+
+
+def test_evaluator_without_status_becomes_error(tmp_path: Path, runtime: str, moto_server: str,
+                                                s3_client: Any, bucket: str, monkeypatch: pytest.MonkeyPatch) -> None:
+    monkeypatch.setenv("FAKE_EVALUATOR", "crash")
+    result, _ = run(make_spec(tmp_path, bucket, ("R1",)), tmp_path, runtime, moto_server, s3_client)
+    status, details = statuses(result)["R1"]
+    assert status == "Error"
+    assert details.startswith("ClientError: the rule evaluator exited (code 1) without a final status")
+    assert "boom, the evaluator broke" in details
+    assert result.statuses[0]["RuleEvaluationJobArn"].startswith("arn:aws:sagemaker:")
+
+
+def test_evaluator_past_the_rule_timeout_is_stopped_with_error(
+        tmp_path: Path, runtime: str, moto_server: str, s3_client: Any, bucket: str,
+        monkeypatch: pytest.MonkeyPatch) -> None:
+    monkeypatch.setenv("FAKE_EVALUATOR", "hang")
+    result, _ = run(make_spec(tmp_path, bucket, ("R1",)), tmp_path, runtime, moto_server, s3_client,
+                    rule_timeout_s=0.5)
+    status, details = statuses(result)["R1"]
+    assert status == "Error" and "did not finish within 0.5s" in details
+    assert gone(int((tmp_path / "pids" / "rule-R1").read_text()))
+
+
+def test_stop_stops_everything_and_marks_rules_stopped(
+        tmp_path: Path, runtime: str, moto_server: str, s3_client: Any, bucket: str,
+        monkeypatch: pytest.MonkeyPatch) -> None:
+    monkeypatch.setenv("FAKE_TRAINING", "hang")
+    monkeypatch.setenv("FAKE_EVALUATOR", "hang")
+    pids = tmp_path / "pids"
+    stop = threading.Event()
+
+    def stop_when_all_started() -> None:
+        deadline = time.monotonic() + 60
+        while time.monotonic() < deadline and len(list(pids.iterdir())) < 3:
+            time.sleep(0.05)
+        stop.set()
+
+    threading.Thread(target=stop_when_all_started, daemon=True).start()
+    result, lines = run(make_spec(tmp_path, bucket), tmp_path, runtime, moto_server, s3_client, stop=stop)
+    assert result.stopped and result.training_failed
+    assert "Stopping the training job ..." in lines
+    assert {s[0] for s in statuses(result).values()} == {"Stopped"}
+    assert "out/job-1/debug-output/training_job_end.ts" in keys(s3_client, bucket)
+    for pid_file in pids.iterdir():
+        assert gone(int(pid_file.read_text())), pid_file.name
+
+
+def gone(pid: int) -> bool:
+    try:
+        os.kill(pid, 0)
+    except ProcessLookupError:
+        return True
+    status = Path(f"/proc/{pid}/status")
+    return status.exists() and "zombie" in status.read_text()
+
+
+def test_job_record_for_summary(tmp_path: Path, runtime: str, moto_server: str,
+                                s3_client: Any, bucket: str) -> None:
+    spec = make_spec(tmp_path, bucket, ("R1",))
+    run(spec, tmp_path, runtime, moto_server, s3_client)
+    record = json.loads((tmp_path / "jobs" / "job-1" / "job.json").read_text())
+    assert record["DebugRules"] == [{"RuleConfigurationName": "R1", "RuleOutput": f"s3://{bucket}/out/job-1/rule-output/R1"}]
+    assert record["S3EndpointUrl"] == moto_server

@@ -1,0 +1,122 @@
+"""End to end: `sdlocal run` (as a subprocess) the example job with the real hook and evaluators
+against a real moto server; stopping it midway; training killed midway."""
+from __future__ import annotations
+
+import json
+import os
+import signal
+import subprocess
+import sys
+import time
+import uuid
+from pathlib import Path
+from typing import Any
+
+import pytest
+
+REPO = Path(__file__).resolve().parents[2]
+pytestmark = pytest.mark.slow
+FINAL = {"IssuesFound", "NoIssuesFound", "Error", "Stopped"}
+
+
+def sdlocal(args: list[str], home: Path, moto_server: str) -> subprocess.Popen[str]:
+    env = {**os.environ, "SDLOCAL_HOME": str(home)}
+    env.pop("AWS_ENDPOINT_URL_S3", None)
+    return subprocess.Popen([sys.executable, "-m", "launcher", *args, "--s3-endpoint-url", moto_server, "--json"],
+                            cwd=REPO, env=env, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
+
+
+def job_pids(job: str) -> list[int]:
+    """Processes started for this job (training and evaluators carry the job name in their environment)."""
+    markers = (f"TRAINING_JOB_NAME={job}".encode(), f"SDLOCAL_JOB_NAME={job}".encode())
+    pids = []
+    for proc in Path("/proc").iterdir():
+        if not proc.name.isdigit():
+            continue
+        try:
+            environ = (proc / "environ").read_bytes().split(b"\0")
+            state = (proc / "status").read_text()
+        except OSError:
+            continue
+        if any(m in environ for m in markers) and "zombie" not in state:
+            pids.append(int(proc.name))
+    return pids
+
+
+def wait_for_text(path: Path, text: str, timeout: float = 180) -> None:
+    deadline = time.monotonic() + timeout
+    while time.monotonic() < deadline:
+        if path.exists() and text in path.read_text(errors="replace"):
+            return
+        time.sleep(0.2)
+    raise AssertionError(f"{text!r} never appeared in {path}")
+
+
+@pytest.fixture(autouse=True)
+def _needs_hook_and_evaluator() -> None:
+    pytest.importorskip("torch")
+    pytest.importorskip("hook.run")
+    pytest.importorskip("evaluator.__main__")
+
+
+def test_example_job_with_three_rules(tmp_path: Path, moto_server: str, s3_client: Any) -> None:
+    healthy, exploding = f"e2e-ok-{uuid.uuid4().hex[:6]}", f"e2e-boom-{uuid.uuid4().hex[:6]}"
+    procs = {
+        healthy: sdlocal(["run", "examples/job.yaml", "--job-name", healthy], tmp_path, moto_server),
+        exploding: sdlocal(["run", "examples/job.yaml", "--job-name", exploding, "-p", "lr=1e5"], tmp_path, moto_server),
+    }
+    results = {job: p.communicate(timeout=400) for job, p in procs.items()}
+    for job, (_out, err) in results.items():
+        assert procs[job].returncode == 0, err
+        assert "Training completed" in err
+    ok = {s["RuleConfigurationName"]: s["RuleEvaluationStatus"] for s in json.loads(results[healthy][0])}
+    boom = {s["RuleConfigurationName"]: s["RuleEvaluationStatus"] for s in json.loads(results[exploding][0])}
+    assert list(ok) == ["VanishingGradient", "ExplodingTensor", "LossNotDecreasing"]
+    assert ok == {"VanishingGradient": "NoIssuesFound", "ExplodingTensor": "NoIssuesFound",
+                  "LossNotDecreasing": "NoIssuesFound"}
+    assert boom["ExplodingTensor"] == "IssuesFound" and set(boom.values()) <= FINAL
+    # the layout of a SageMaker job, and `sdlocal summary` after `run` returned
+    keys = [o["Key"] for o in s3_client.list_objects_v2(Bucket="sdlocal", Prefix=f"jobs/{healthy}/")["Contents"]]
+    assert f"jobs/{healthy}/debug-output/training_job_end.ts" in keys
+    assert any(k.startswith(f"jobs/{healthy}/debug-output/index/") for k in keys)
+    assert f"jobs/{healthy}/rule-output/ExplodingTensor/status.json" in keys
+    summary = sdlocal(["summary", healthy], tmp_path, moto_server)
+    out, err = summary.communicate(timeout=60)
+    assert summary.returncode == 0, err
+    assert json.loads(out) == json.loads(results[healthy][0])
+    assert not job_pids(healthy) and not job_pids(exploding)
+
+
+def test_ctrl_c_midway_stops_everything(tmp_path: Path, moto_server: str, s3_client: Any) -> None:
+    job = f"e2e-stop-{uuid.uuid4().hex[:6]}"
+    proc = sdlocal(["run", "examples/job.yaml", "--job-name", job, "-p", "steps=100000"], tmp_path, moto_server)
+    try:
+        wait_for_text(tmp_path / "jobs" / job / "logs" / "training.log", "step 10 ")
+        assert len(job_pids(job)) == 4  # training + 3 evaluators
+        proc.send_signal(signal.SIGINT)
+        out, err = proc.communicate(timeout=120)
+    finally:
+        proc.kill()
+    assert proc.returncode == 130, err
+    assert {s["RuleEvaluationStatus"] for s in json.loads(out)} == {"Stopped"}
+    s3_client.head_object(Bucket="sdlocal", Key=f"jobs/{job}/debug-output/training_job_end.ts")
+    assert not job_pids(job)
+
+
+def test_training_killed_midway_fails_the_job(tmp_path: Path, moto_server: str, s3_client: Any) -> None:
+    job = f"e2e-kill-{uuid.uuid4().hex[:6]}"
+    proc = sdlocal(["run", "examples/job.yaml", "--job-name", job, "-p", "steps=100000"], tmp_path, moto_server)
+    try:
+        wait_for_text(tmp_path / "jobs" / job / "logs" / "training.log", "step 10 ")
+        training = [p for p in job_pids(job) if b"hook.run" in Path(f"/proc/{p}/cmdline").read_bytes()]
+        assert len(training) == 1
+        os.kill(training[0], signal.SIGKILL)
+        out, err = proc.communicate(timeout=300)
+    finally:
+        proc.kill()
+    assert proc.returncode == 1, err
+    assert "Training failed" in err
+    # the end marker is written when training fails; the evaluators finish on the data there is
+    s3_client.head_object(Bucket="sdlocal", Key=f"jobs/{job}/debug-output/training_job_end.ts")
+    assert {s["RuleEvaluationStatus"] for s in json.loads(out)} <= FINAL
+    assert not job_pids(job)

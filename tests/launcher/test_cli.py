@@ -137,3 +137,23 @@ def test_s3_status_and_stop(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> 
         out = runner.invoke(cli, ["s3", "stop"]).output
     assert f"pid {state.pid}" in out
     assert runner.invoke(cli, ["s3", "stop"]).output.strip() == "not running"
+
+
+def test_run_sdk_request_reports_ignored_fields_once(tmp_path: Path, moto_server: str, s3_client: Any,
+                                                     monkeypatch: pytest.MonkeyPatch) -> None:
+    pytest.importorskip("evaluator.registry")
+    monkeypatch.setenv("SDLOCAL_HOME", str(tmp_path / "home"))
+    (tmp_path / "src").mkdir()
+    (tmp_path / "src" / "train.py").write_text("")
+    job = "pytorch-training-2026-11-22-10-00-00-123"
+    s3_client.create_bucket(Bucket="sagemaker-us-east-1-123456789012")
+    s3_client.put_object(Bucket="sagemaker-us-east-1-123456789012", Key=f"{job}/debug-output/x", Body=b"")
+    spec = Path(__file__).parent / "data" / "sdk_v2_request.json"
+    result = CliRunner().invoke(cli, ["run", str(spec), "--source-dir", str(tmp_path / "src"),
+                                      "--s3-endpoint-url", moto_server])
+    lines = result.output.splitlines()
+    ignored = [line for line in lines if line.startswith("Ignored (SageMaker-only) fields: ")]
+    assert len(ignored) == 1 and "RoleArn" in ignored[0] and "ResourceConfig" in ignored[0]
+    # the job name is taken: refused before anything starts
+    assert result.exit_code == 1
+    assert lines[-1].startswith(f"Error: Training job {job} already exists")

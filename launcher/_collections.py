@@ -10,6 +10,12 @@ Precedence (documented in README and tested):
 2. Each built-in Debugger rule then brings its default collections from `smdebug_rulesconfig`
    (`ruleConfigs.json`). A collection the request does not name is added; for one it names, the
    request's keys win and the default only fills missing keys.
+3. A rule default's save schedule (`save_interval`, `save_steps`, `start_step`, `end_step`, with
+   or without a `train.`/`eval.`/... prefix) is dropped when the user's HookParameters set any
+   schedule key: `--hook-param save_interval=5` then applies to the rules' collections too.
+   (On SageMaker the SDK writes the rule's `save_interval=500` into the request and it silently
+   overrides the hook's; a short local job would then save only step 0. A request that spells the
+   500 out itself still gets it: rule 1 keeps explicit entries as they are.)
 """
 from __future__ import annotations
 
@@ -44,11 +50,25 @@ def rule_default_collections(rule_to_invoke: str) -> list[CollectionConfig]:
     return out
 
 
+SCHEDULE_KEYS = ("save_interval", "save_steps", "start_step", "end_step")
+
+
+def is_schedule_key(key: str) -> bool:
+    return key.rsplit(".", 1)[-1] in SCHEDULE_KEYS
+
+
 def merge_collections(
-    entries: Iterable[CollectionConfig], rule_defaults: Iterable[CollectionConfig]
+    entries: Iterable[CollectionConfig],
+    rule_defaults: Iterable[CollectionConfig],
+    hook_parameters: Mapping[str, str] | None = None,
 ) -> tuple[CollectionConfig, ...]:
     """Apply the precedence above; keeps the order in which collections were first named."""
     defaults = list(rule_defaults)
+    if any(is_schedule_key(k) for k in hook_parameters or {}):
+        defaults = [
+            CollectionConfig(d.name, {k: v for k, v in d.parameters.items() if not is_schedule_key(k)})
+            for d in defaults
+        ]
     default_keys = {(d.name, tuple(sorted(d.parameters.items()))) for d in defaults}
     grouped: dict[str, list[CollectionConfig]] = {}
     for entry in entries:

@@ -296,7 +296,7 @@ def _hook(hook_req: Mapping[str, Any], debug_output: str, rules: tuple[RuleSpec,
                             max_entries=MAX_MAP_ENTRIES)
         entries.append(CollectionConfig(name, params))
     defaults = [c for r in rules if not r.is_custom for c in rule_default_collections(r.rule_to_invoke)]
-    return HookSpec(debug_output, hook_params, merge_collections(entries, defaults))
+    return HookSpec(debug_output, hook_params, merge_collections(entries, defaults, hook_params))
 
 
 def _profiler(prof: Mapping[str, Any], profiler_output: str) -> ProfilerSpec:

@@ -81,6 +81,25 @@ def test_rule_default_collections_merged_user_entry_wins(src: Path) -> None:
     assert spec.debug_output.startswith("s3://sdlocal/jobs/sdlocal-")
 
 
+def test_rule_default_schedule_yields_to_hook_parameters(src: Path) -> None:
+    req = {
+        "EntryPoint": "train.py",
+        "DebugHookConfig": {"HookParameters": {"save_interval": "5"}, "CollectionConfigurations": [
+            {"CollectionName": "losses", "CollectionParameters": {"save_interval": "500"}}]},
+        "DebugRuleConfigurations": [{"RuleConfigurationName": "DeadRelu"},
+                                    {"RuleConfigurationName": "VanishingGradient"},
+                                    {"RuleConfigurationName": "LossNotDecreasing"}],
+    }
+    spec = parse(req, src)
+    assert spec.hook is not None
+    colls = {c.name: dict(c.parameters) for c in spec.hook.collections}
+    # the rules' default save_interval=500 gives way to the hook's save_interval=5 ...
+    assert colls["gradients"] == {}
+    assert colls["relu_output"] == {"include_regex": ".*relu_output"}
+    # ... but an entry the request spells out is kept as written
+    assert colls["losses"] == {"save_interval": "500"}
+
+
 def test_no_hook_config_without_rules(src: Path) -> None:
     spec = parse({"EntryPoint": "train.py"}, src)
     assert spec.hook is None and spec.debug_rules == ()

@@ -18,6 +18,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
+from hook._parse import is_none, parse_bool, parse_int, parse_regexes, parse_steps, parse_str_list
 from hook.errors import HookConfigError
 from trial.modes import ModeKeys
 
@@ -220,12 +221,12 @@ class HookConfig:
         hook_save = _build_save_config(hook_modes, "HookParameters")
         hook_red = _reduction_overrides(hook_params)
         hook_reduction = _build_reduction_config(hook_red, "HookParameters")
-        include_regex = _parse_regexes(hook_params.get("include_regex"), "HookParameters.include_regex")
-        save_all = _parse_bool(hook_params.get("save_all"), False, "HookParameters.save_all")
+        include_regex = parse_regexes(hook_params.get("include_regex"), "HookParameters.include_regex")
+        save_all = parse_bool(hook_params.get("save_all"), False, "HookParameters.save_all")
         include_workers = str(hook_params.get("include_workers", "one")).strip().lower()
         if include_workers not in ("one", "all"):
             raise HookConfigError("HookParameters.include_workers", f"expected 'one' or 'all', got {include_workers!r}")
-        hook_histogram = _parse_bool(hook_params.get("save_histogram"), True, "HookParameters.save_histogram")
+        hook_histogram = parse_bool(hook_params.get("save_histogram"), True, "HookParameters.save_histogram")
 
         configured = _collection_entries(data.get("CollectionConfigurations"))
         saved = set(ALWAYS_SAVED) | {name for name, _, _ in configured}
@@ -248,7 +249,7 @@ class HookConfig:
             base = collections.get(name) or builtin(name, OPTIONAL_REGEX.get(name, ()))
             regex = base.include_regex
             if "include_regex" in params:
-                regex = tuple(dict.fromkeys(regex + _parse_regexes(params["include_regex"], f"{where}.include_regex")))
+                regex = tuple(dict.fromkeys(regex + parse_regexes(params["include_regex"], f"{where}.include_regex")))
             if not regex:
                 raise HookConfigError(f"{where}.include_regex",
                                       f"collection {name!r} is not built in and needs an include_regex")
@@ -260,7 +261,7 @@ class HookConfig:
                 include_regex=regex,
                 save_config=_build_save_config(merged_modes, where),
                 reduction_config=_scalar_safe(name, _build_reduction_config(red, where)),
-                save_histogram=_parse_bool(params.get("save_histogram"), base.save_histogram,
+                save_histogram=parse_bool(params.get("save_histogram"), base.save_histogram,
                                            f"{where}.save_histogram"),
             )
         if "all" in saved:  # smdebug: saving `all` saves every collection
@@ -336,16 +337,16 @@ def _build_save_config(modes: Mapping[ModeKeys, Mapping[str, tuple[Any, str]]], 
         kwargs: dict[str, Any] = {}
         if "save_interval" in values:
             v, f = values["save_interval"]
-            kwargs["save_interval"] = _parse_int(v, f, minimum=1)
+            kwargs["save_interval"] = parse_int(v, f, minimum=1)
         if "save_steps" in values:
             v, f = values["save_steps"]
-            kwargs["save_steps"] = _parse_steps(v, f)
+            kwargs["save_steps"] = parse_steps(v, f)
         if "start_step" in values:
             v, f = values["start_step"]
-            kwargs["start_step"] = _parse_int(v, f, minimum=0)
+            kwargs["start_step"] = parse_int(v, f, minimum=0)
         if "end_step" in values:
             v, f = values["end_step"]
-            kwargs["end_step"] = None if _is_none(v) else _parse_int(v, f, minimum=0)
+            kwargs["end_step"] = None if is_none(v) else parse_int(v, f, minimum=0)
         by_mode[mode] = ModeSaveConfig(**kwargs)
     return SaveConfig(by_mode)
 
@@ -357,8 +358,8 @@ def _reduction_overrides(params: Mapping[str, Any]) -> dict[str, Any]:
 def _build_reduction_config(values: Mapping[str, Any], where: str) -> ReductionConfig:
     reductions = _parse_reductions(values.get("reductions", ""), f"{where}.reductions")
     # smdebug: with reductions and no save_raw_tensor, only the reductions are saved.
-    save_raw = _parse_bool(values.get("save_raw_tensor"), not reductions, f"{where}.save_raw_tensor")
-    save_shape = _parse_bool(values.get("save_shape"), False, f"{where}.save_shape")
+    save_raw = parse_bool(values.get("save_raw_tensor"), not reductions, f"{where}.save_raw_tensor")
+    save_shape = parse_bool(values.get("save_shape"), False, f"{where}.save_shape")
     return ReductionConfig(reductions, save_raw, save_shape)
 
 
@@ -369,7 +370,7 @@ def _scalar_safe(name: str, red: ReductionConfig) -> ReductionConfig:
 
 
 def _parse_reductions(value: Any, fieldname: str) -> tuple[Reduction, ...]:
-    tokens = _parse_str_list(value, fieldname)
+    tokens = parse_str_list(value, fieldname)
     out: list[Reduction] = []
     for token in tokens:
         t = token.lower()
@@ -387,65 +388,3 @@ def _parse_reductions(value: Any, fieldname: str) -> tuple[Reduction, ...]:
         if red not in out:
             out.append(red)
     return tuple(out)
-
-
-def _parse_str_list(value: Any, fieldname: str) -> tuple[str, ...]:
-    if value is None:
-        return ()
-    if isinstance(value, str):
-        return tuple(p.strip() for p in value.split(",") if p.strip())
-    if isinstance(value, list) and all(isinstance(v, str) for v in value):
-        return tuple(v.strip() for v in value if v.strip())
-    raise HookConfigError(fieldname, f"expected a comma-separated string or a list of strings, got {value!r}")
-
-
-def _parse_regexes(value: Any, fieldname: str) -> tuple[str, ...]:
-    regexes = _parse_str_list(value, fieldname)
-    for rx in regexes:
-        try:
-            re.compile(rx)
-        except re.error as e:
-            raise HookConfigError(fieldname, f"invalid regular expression {rx!r}: {e}") from e
-    return regexes
-
-
-def _parse_steps(value: Any, fieldname: str) -> tuple[int, ...]:
-    if isinstance(value, str):
-        items: list[Any] = [p.strip() for p in value.split(",") if p.strip()]
-    elif isinstance(value, list):
-        items = list(value)
-    elif isinstance(value, int) and not isinstance(value, bool):
-        items = [value]
-    else:
-        raise HookConfigError(fieldname, f"expected steps like \"1,2,3\" or a list of integers, got {value!r}")
-    return tuple(sorted({_parse_int(v, fieldname, minimum=0) for v in items}))
-
-
-def _parse_int(value: Any, fieldname: str, *, minimum: int) -> int:
-    if isinstance(value, bool):
-        raise HookConfigError(fieldname, f"expected an integer, got {value!r}")
-    if isinstance(value, int):
-        out = value
-    elif isinstance(value, float) and value.is_integer():
-        out = int(value)
-    elif isinstance(value, str) and re.fullmatch(r"\s*[+-]?\d+\s*", value):
-        out = int(value)
-    else:
-        raise HookConfigError(fieldname, f"expected an integer, got {value!r}")
-    if out < minimum:
-        raise HookConfigError(fieldname, f"must be >= {minimum}, got {out}")
-    return out
-
-
-def _parse_bool(value: Any, default: bool, fieldname: str) -> bool:
-    if value is None:
-        return default
-    if isinstance(value, bool):
-        return value
-    if isinstance(value, str) and value.strip().lower() in ("true", "false"):
-        return value.strip().lower() == "true"
-    raise HookConfigError(fieldname, f"expected true or false, got {value!r}")
-
-
-def _is_none(value: Any) -> bool:
-    return value is None or (isinstance(value, str) and value.strip().lower() in ("", "none", "null"))

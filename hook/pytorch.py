@@ -23,7 +23,14 @@ import torch
 
 from hook._async_writer import AsyncWriter
 from hook._serialize import RAW_ONLY, CollectionsJob, EndMarkerJob, SavePlan, StepJob
-from hook.config import SCALAR_COLLECTIONS, CollectionConfig, HookConfig, Reduction
+from hook.config import (
+    SCALAR_COLLECTIONS,
+    TRAIN_ONLY_COLLECTIONS,
+    CollectionConfig,
+    HookConfig,
+    ModeSaveConfig,
+    Reduction,
+)
 from hook.errors import HookError
 from trial.collection import Collection
 from trial.modes import ModeKeys
@@ -50,6 +57,8 @@ class Hook:
         self.out_dir = Path(out_dir if out_dir is not None else self.config.local_path)
         self._max_pending = max_pending_steps
         self._colls: list[CollectionConfig] = list(self.config.collections_to_save())
+        self._schedule: dict[ModeKeys, list[tuple[int, ModeSaveConfig]]] = {}
+        self._build_schedule()
         self._tensor_names: dict[str, set[str]] = {c.name: set() for c in self.config.collections}
         self._mask_cache: dict[str, int] = {}
         self._plan_cache: dict[int, SavePlan] = {}
@@ -81,6 +90,15 @@ class Hook:
     def create_from_json_file(cls, path: str | Path | None = None) -> Hook:
         """From debughookconfig.json (`$SMDEBUG_CONFIG_FILE_PATH` or SageMaker's path)."""
         return cls(HookConfig.from_json_file(path))
+
+    def _build_schedule(self) -> None:
+        # Per mode: (collection bit, its save config), without the collections that mode never
+        # saves (gradients in EVAL/PREDICT); a step start then only does a few modulo tests.
+        self._schedule = {
+            mode: [(1 << bit, c.save_config.for_mode(mode)) for bit, c in enumerate(self._colls)
+                   if not (mode in (ModeKeys.EVAL, ModeKeys.PREDICT) and c.name in TRAIN_ONLY_COLLECTIONS)]
+            for mode in ModeKeys
+        }
 
     # ------------------------------------------------------------------ registration
     def register_module(self, module: torch.nn.Module) -> None:
@@ -144,9 +162,9 @@ class Hook:
         self.mode_steps[ModeKeys.GLOBAL] = self.step
         self._mode_step = mode_step
         active = 0
-        for bit, coll in enumerate(self._colls):
-            if coll.should_save(mode, mode_step):
-                active |= 1 << bit
+        for bit, sc in self._schedule[mode]:
+            if sc.should_save(mode_step):
+                active |= bit
         self._active = active
         if active & self._param_mask:
             # Weights as they enter this step's forward (the optimizer later updates them in place).
@@ -215,6 +233,7 @@ class Hook:
         coll = known.get(cname) or CollectionConfig(cname, (), self.config.save_config,
                                                     self.config.reduction_config)
         self._colls.append(coll)
+        self._build_schedule()
         self._tensor_names.setdefault(cname, set())
         self._mask_cache.clear()
         self._plan_cache.clear()

@@ -199,7 +199,9 @@ def evaluate(trial: str, rule_name: str | None, params: tuple[tuple[str, str], .
     row = status.to_dict()
     _print_statuses([row], as_json)
     if row["RuleEvaluationStatus"] not in ("IssuesFound", "NoIssuesFound"):
-        raise SystemExit(1)
+        # the culprit (unknown rule, bad parameter, custom rule that fails to import, corrupt
+        # tensor file) is in StatusDetails: say it once more on stderr as the command's error
+        raise click.ClickException(str(row.get("StatusDetails") or row["RuleEvaluationStatus"]))
 
 
 @cli.command()

@@ -7,6 +7,7 @@ Fields that matter only on SageMaker (RoleArn, ResourceConfig, ...) are accepted
 """
 from __future__ import annotations
 
+import ast
 import json
 from collections.abc import Mapping
 from dataclasses import dataclass, field
@@ -260,15 +261,32 @@ def _rules(
             if not path.is_file():
                 raise SpecError(f"{where}.RuleParameters.source_s3_uri", f"custom rule file {path} not found")
             params["source_s3_uri"] = str(path)
+            _check_custom_rule_file(path, params["rule_to_invoke"], f"{where}.RuleParameters")
         rules.append(RuleSpec(name, params, image, f"{job_output}/rule-output/{name}", kind))
     return tuple(rules)
 
 
-def _check_builtin_rules(rules: tuple[RuleSpec, ...]) -> None:
+def _check_custom_rule_file(path: Path, class_name: str, where: str) -> None:
+    """Fail before anything starts on a rule file that cannot parse or lacks the class.
+
+    The file is parsed, not imported: it may need packages only its evaluator image has; an
+    import error is reported by the evaluator as the rule's Error status.
+    """
     try:
-        from evaluator.registry import UnknownRuleError, get_rule_class
-    except ImportError:  # the evaluator is not installed: the evaluator process will report it
-        return
+        tree = ast.parse(path.read_bytes(), filename=str(path))
+    except SyntaxError as e:
+        raise SpecError(f"{where}.source_s3_uri",
+                        f"custom rule file {path} line {e.lineno}: SyntaxError: {e.msg}") from e
+    defined = {n.name for n in tree.body if isinstance(n, ast.ClassDef)}
+    defined |= {t.id for n in tree.body if isinstance(n, ast.Assign) for t in n.targets if isinstance(t, ast.Name)}
+    defined |= {a.asname or a.name for n in tree.body if isinstance(n, ast.ImportFrom) for a in n.names}
+    if class_name not in defined:
+        raise SpecError(f"{where}.rule_to_invoke", f"class {class_name!r} is not defined in {path}")
+
+
+def _check_builtin_rules(rules: tuple[RuleSpec, ...]) -> None:
+    from evaluator.registry import UnknownRuleError, get_rule_class
+
     for i, rule in enumerate(rules):
         if rule.is_custom:
             continue

@@ -217,3 +217,25 @@ def test_load_request_yaml_and_json(tmp_path: Path) -> None:
 def test_yaml_numbers_become_strings(src: Path) -> None:
     spec = parse({"EntryPoint": "train.py", "HyperParameters": {"lr": 0.5, "flag": True}}, src)
     assert dict(spec.hyperparameters) == {"lr": "0.5", "flag": "true"}
+
+
+@pytest.mark.parametrize(("source", "message"), [
+    ("def broken(:\n", "line 1: SyntaxError"),
+    ("class Other:\n    pass\n", "class 'MyRule' is not defined"),
+])
+def test_custom_rule_file_checked_before_start(src: Path, source: str, message: str) -> None:
+    (src / "my_rule.py").write_text(source)
+    req = {"EntryPoint": "train.py", "DebugRuleConfigurations": [
+        {"RuleConfigurationName": "Mine",
+         "RuleParameters": {"rule_to_invoke": "MyRule", "source_s3_uri": "my_rule.py"}}]}
+    with pytest.raises(SpecError, match=message) as err:
+        parse(req, src)
+    assert "my_rule.py" in str(err.value)
+
+
+def test_custom_rule_file_that_parses_is_accepted(src: Path) -> None:
+    (src / "my_rule.py").write_text("import not_installed_here\n\nclass MyRule:\n    pass\n")
+    req = {"EntryPoint": "train.py", "DebugRuleConfigurations": [
+        {"RuleConfigurationName": "Mine",
+         "RuleParameters": {"rule_to_invoke": "MyRule", "source_s3_uri": "my_rule.py"}}]}
+    assert parse(req, src).debug_rules[0].parameters["source_s3_uri"] == str(src / "my_rule.py")

@@ -52,13 +52,6 @@ def wait_for_text(path: Path, text: str, timeout: float = 180) -> None:
     raise AssertionError(f"{text!r} never appeared in {path}")
 
 
-@pytest.fixture(autouse=True)
-def _needs_hook_and_evaluator() -> None:
-    pytest.importorskip("torch")
-    pytest.importorskip("hook.run")
-    pytest.importorskip("evaluator.__main__")
-
-
 def test_example_job_with_three_rules(tmp_path: Path, moto_server: str, s3_client: Any) -> None:
     healthy, exploding = f"e2e-ok-{uuid.uuid4().hex[:6]}", f"e2e-boom-{uuid.uuid4().hex[:6]}"
     procs = {

@@ -185,7 +185,6 @@ def test_validation_errors_name_the_field(src: Path, patch: dict[str, Any], fiel
 
 
 def test_unknown_builtin_rule_suggests_close_match(src: Path) -> None:
-    pytest.importorskip("evaluator.registry")
     req = {"EntryPoint": "train.py", "DebugRuleConfigurations": [{"RuleConfigurationName": "VanishingGradiant"}]}
     with pytest.raises(SpecError) as info:
         parse(req, src, check_rule_names=True)

@@ -63,7 +63,7 @@ def main(argv: list[str] | None = None) -> int:
         main_profile = cProfile.Profile()
         start = time.perf_counter()
         main_profile.enable()
-        loop_s, _ = _model.train(model, loss_fn, optimizer, batches, warmup=args.warmup, steps=args.steps)
+        loop_s, _, _ = _model.train(model, loss_fn, optimizer, batches, warmup=args.warmup, steps=args.steps)
         close_start = time.perf_counter()
         hook.close()
         main_profile.disable()

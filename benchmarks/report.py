@@ -11,6 +11,7 @@ RATIO_TARGET = 2.0  # smdebug's overhead / ours, at every interval
 OURS_MAX_OVERHEAD = 0.05  # at the largest interval (100 in the full run)
 READ_RATIO_TARGET = 3.0  # smdebug's read time / ours
 CHECKSUM_REL_TOL = 1e-9
+NOISY_SPREAD = 0.15  # baseline runs further apart than this: the machine was busy, say so
 
 Record = Mapping[str, Any]
 
@@ -47,36 +48,53 @@ def _select(runs: Iterable[Record], variant: str, interval: int | None = None) -
     return [r for r in runs if r["variant"] == variant and (interval is None or r["interval"] == interval)]
 
 
+def _paired_overhead(runs: Sequence[Record], variant: str, baseline: str, interval: int, key: str) -> float | None:
+    """Median over rounds of (hooked / baseline of the same round) - 1: robust to slow drifts of load."""
+    per_round = []
+    for hooked in _select(runs, variant, interval):
+        base = [r for r in _select(runs, baseline) if r["round"] == hooked["round"]]
+        if base:
+            per_round.append(float(hooked[key]) / float(base[0][key]) - 1.0)
+    return statistics.median(per_round) if per_round else None
+
+
 def summarize_training(runs: Sequence[Record], intervals: Sequence[int]) -> dict[str, Any]:
     base_ours = _select(runs, "none-ours")
     base_smdebug = _select(runs, "none-smdebug")
     summary: dict[str, Any] = {
         "baseline_ours_ms": median_of(base_ours, "step_ms"),
         "baseline_smdebug_ms": median_of(base_smdebug, "step_ms"),
+        "baseline_ours_cpu_ms": median_of(base_ours, "cpu_step_ms"),
+        "baseline_smdebug_cpu_ms": median_of(base_smdebug, "cpu_step_ms"),
         "baseline_ours_spread": spread([r["step_ms"] for r in base_ours]),
         "baseline_smdebug_spread": spread([r["step_ms"] for r in base_smdebug]),
         "intervals": [],
     }
+    spreads = [x for x in (summary["baseline_ours_spread"], summary["baseline_smdebug_spread"]) if x is not None]
+    summary["noisy"] = bool(spreads) and max(spreads) > NOISY_SPREAD
     largest = max(intervals)
     for interval in intervals:
-        ours_ms = median_of(_select(runs, "ours", interval), "step_ms")
-        smdebug_ms = median_of(_select(runs, "smdebug", interval), "step_ms")
-        ours_oh = overhead(ours_ms, summary["baseline_ours_ms"])
-        smdebug_oh = overhead(smdebug_ms, summary["baseline_smdebug_ms"])
-        ratio = overhead_ratio(smdebug_oh, ours_oh)
-        row: dict[str, Any] = {
-            "interval": interval,
-            "ours_ms": ours_ms,
-            "smdebug_ms": smdebug_ms,
-            "ours_overhead": ours_oh,
-            "smdebug_overhead": smdebug_oh,
-            "ratio": ratio,
-            "ratio_verdict": _verdict(None if smdebug_oh is None else ratio, RATIO_TARGET, smdebug_oh),
-        }
-        if interval == largest:
-            row["ours_max_verdict"] = (
-                "n/a" if ours_oh is None else ("PASS" if ours_oh < OURS_MAX_OVERHEAD else "FAIL")
-            )
+        row: dict[str, Any] = {"interval": interval}
+        for key, suffix in (("step_ms", ""), ("cpu_step_ms", "_cpu")):
+            ours_ms = median_of(_select(runs, "ours", interval), key)
+            smdebug_ms = median_of(_select(runs, "smdebug", interval), key)
+            ours_oh = overhead(ours_ms, summary[f"baseline_ours{suffix}_ms"])
+            smdebug_oh = overhead(smdebug_ms, summary[f"baseline_smdebug{suffix}_ms"])
+            ratio = overhead_ratio(smdebug_oh, ours_oh)
+            row.update({
+                f"ours{suffix}_ms": ours_ms,
+                f"smdebug{suffix}_ms": smdebug_ms,
+                f"ours{suffix}_overhead": ours_oh,
+                f"smdebug{suffix}_overhead": smdebug_oh,
+                f"ratio{suffix}": ratio,
+                f"ratio{suffix}_verdict": _verdict(None if smdebug_oh is None else ratio, RATIO_TARGET, smdebug_oh),
+            })
+            if interval == largest:
+                row[f"ours{suffix}_max_verdict"] = (
+                    "n/a" if ours_oh is None else ("PASS" if ours_oh < OURS_MAX_OVERHEAD else "FAIL")
+                )
+        row["ours_paired_overhead"] = _paired_overhead(runs, "ours", "none-ours", interval, "step_ms")
+        row["smdebug_paired_overhead"] = _paired_overhead(runs, "smdebug", "none-smdebug", interval, "step_ms")
         summary["intervals"].append(row)
     return summary
 
@@ -95,9 +113,14 @@ def summarize_reading(runs: Sequence[Record]) -> dict[str, Any]:
     ours_s = median_of(ours, "total_s")
     smdebug_s = median_of(smdebug, "total_s")
     ratio = smdebug_s / ours_s if ours_s and smdebug_s is not None else None
+    ours_cpu_s = median_of(ours, "cpu_s")
+    smdebug_cpu_s = median_of(smdebug, "cpu_s")
     return {
         "ours_s": ours_s,
         "smdebug_s": smdebug_s,
+        "ours_cpu_s": ours_cpu_s,
+        "smdebug_cpu_s": smdebug_cpu_s,
+        "cpu_ratio": smdebug_cpu_s / ours_cpu_s if ours_cpu_s and smdebug_cpu_s is not None else None,
         "ours_open_s": median_of(ours, "open_s"),
         "smdebug_open_s": median_of(smdebug, "open_s"),
         "values": ours[0]["values"] if ours else (smdebug[0]["values"] if smdebug else None),
@@ -134,6 +157,80 @@ def _ratio(value: float | None) -> str:
     return "∞ (ours ≤ baseline)" if math.isinf(value) else f"{value:.1f}×"
 
 
+def _training_lines(t: Mapping[str, Any], loadavg: Sequence[float]) -> list[str]:
+    lines = [
+        f"No hook: {_ms(t['baseline_ours_ms'])} ms/step (system python),"
+        f" {_ms(t['baseline_smdebug_ms'])} ms/step (smdebug venv); run-to-run spread of the baseline"
+        f" {_pct(t['baseline_ours_spread'])} / {_pct(t['baseline_smdebug_spread'])}.",
+        "",
+    ]
+    if t.get("noisy"):
+        lines += [
+            f"**Noisy machine**: baseline runs differ by more than {100 * NOISY_SPREAD:.0f}% (load average"
+            f" {', '.join(f'{x:.1f}' for x in loadavg)}); wall-time verdicts are indicative only. The CPU-time"
+            " table below is far less sensitive to other processes; rerun on a quiet machine for the wall table.",
+            "",
+        ]
+    lines += [
+        "Wall time per step (what training feels):",
+        "",
+        "| save_interval | ours ms/step | smdebug ms/step | ours overhead | smdebug overhead"
+        " | smdebug / ours overhead | ≥2× lower | ours < 5% |",
+        "|---|---|---|---|---|---|---|---|",
+    ]
+    for row in t["intervals"]:
+        lines.append(
+            f"| {row['interval']} | {_ms(row['ours_ms'])} | {_ms(row['smdebug_ms'])}"
+            f" | {_pct(row['ours_overhead'])} | {_pct(row['smdebug_overhead'])} | {_ratio(row['ratio'])}"
+            f" | {row['ratio_verdict']} | {row.get('ours_max_verdict', '')} |"
+        )
+    lines += [
+        "",
+        "CPU time per step, all threads of the process (the work each hook adds, background writer included):",
+        "",
+        "| save_interval | ours CPU ms/step | smdebug CPU ms/step | ours overhead | smdebug overhead"
+        " | smdebug / ours overhead | ≥2× lower | ours < 5% |",
+        "|---|---|---|---|---|---|---|---|",
+    ]
+    for row in t["intervals"]:
+        lines.append(
+            f"| {row['interval']} | {_ms(row['ours_cpu_ms'])} | {_ms(row['smdebug_cpu_ms'])}"
+            f" | {_pct(row['ours_cpu_overhead'])} | {_pct(row['smdebug_cpu_overhead'])} | {_ratio(row['ratio_cpu'])}"
+            f" | {row['ratio_cpu_verdict']} | {row.get('ours_cpu_max_verdict', '')} |"
+        )
+    lines += [
+        "",
+        f"No-hook CPU time: {_ms(t['baseline_ours_cpu_ms'])} / {_ms(t['baseline_smdebug_cpu_ms'])} ms/step."
+        " Wall overhead paired per round (median of hooked/baseline − 1 within a round): "
+        + ", ".join(
+            f"interval {row['interval']}: ours {_pct(row['ours_paired_overhead'])},"
+            f" smdebug {_pct(row['smdebug_paired_overhead'])}"
+            for row in t["intervals"]
+        )
+        + ".",
+        "",
+    ]
+    return lines
+
+
+def _reading_lines(read: Mapping[str, Any], repeats: int) -> list[str]:
+    r = read["summary"]
+    return [
+        f"Reading every value of every tensor at every step ({r['values']} values,"
+        f" {read['trial_steps']} steps written by {read['trial_writer']}'s hook), trial open included,"
+        f" fresh process each, median of {repeats}; same values and checksum for both readers:"
+        f" {'yes' if read['same_data'] else 'NO'}.",
+        "",
+        "| reader | wall s | of which open | CPU s |",
+        "|---|---|---|---|",
+        f"| ours | {_ms(r['ours_s'])} | {_ms(r['ours_open_s'])} | {_ms(r['ours_cpu_s'])} |",
+        f"| smdebug 1.0.34 | {_ms(r['smdebug_s'])} | {_ms(r['smdebug_open_s'])} | {_ms(r['smdebug_cpu_s'])} |",
+        "",
+        f"smdebug / ours: {_ratio(r['ratio'])} wall, {_ratio(r['cpu_ratio'])} CPU (target ≥ 3×): {r['verdict']}",
+        "",
+    ]
+
+
 def markdown(results: Mapping[str, Any]) -> str:
     s = results["settings"]
     machine = results["machine"]
@@ -147,40 +244,9 @@ def markdown(results: Mapping[str, Any]) -> str:
         f" Overhead = (hooked − baseline) / baseline against the no-hook run on the same interpreter.",
         "",
     ]
-    train = results.get("training")
-    if train:
-        t = train["summary"]
-        lines += [
-            f"No hook: {_ms(t['baseline_ours_ms'])} ms/step (system python),"
-            f" {_ms(t['baseline_smdebug_ms'])} ms/step (smdebug venv); run-to-run spread of the baseline"
-            f" {_pct(t['baseline_ours_spread'])} / {_pct(t['baseline_smdebug_spread'])}.",
-            "",
-            "| save_interval | ours ms/step | smdebug ms/step | ours overhead | smdebug overhead"
-            " | smdebug / ours overhead | ≥2× lower | ours < 5% |",
-            "|---|---|---|---|---|---|---|---|",
-        ]
-        for row in t["intervals"]:
-            lines.append(
-                f"| {row['interval']} | {_ms(row['ours_ms'])} | {_ms(row['smdebug_ms'])}"
-                f" | {_pct(row['ours_overhead'])} | {_pct(row['smdebug_overhead'])} | {_ratio(row['ratio'])}"
-                f" | {row['ratio_verdict']} | {row.get('ours_max_verdict', '')} |"
-            )
-        lines.append("")
-    read = results.get("reading")
-    if read:
-        r = read["summary"]
-        lines += [
-            f"Reading every value of every tensor at every step ({r['values']} values,"
-            f" {read['trial_steps']} steps written by {read['trial_writer']}'s hook), trial open included,"
-            f" fresh process each, median of {s['read_repeats']}; same values and checksum for both readers:"
-            f" {'yes' if read['same_data'] else 'NO'}.",
-            "",
-            "| reader | seconds | of which open |",
-            "|---|---|---|",
-            f"| ours | {_ms(r['ours_s'])} | {_ms(r['ours_open_s'])} |",
-            f"| smdebug 1.0.34 | {_ms(r['smdebug_s'])} | {_ms(r['smdebug_open_s'])} |",
-            "",
-            f"smdebug / ours: {_ratio(r['ratio'])} (target ≥ 3×): {r['verdict']}",
-            "",
-        ]
+    loadavg = machine.get("loadavg_end") or machine.get("loadavg_start") or ()
+    if results.get("training"):
+        lines += _training_lines(results["training"]["summary"], loadavg)
+    if results.get("reading"):
+        lines += _reading_lines(results["reading"], s["read_repeats"])
     return "\n".join(lines)

@@ -39,7 +39,7 @@ def main(argv: list[str] | None = None) -> int:
 
     create_trial = _create_trial(args.reader)
     values: list[Any] = []
-    start = time.perf_counter()
+    start, cpu_start = time.perf_counter(), time.process_time()
     trial = create_trial(args.path)
     opened = time.perf_counter()
     names = list(trial.tensor_names())
@@ -47,7 +47,7 @@ def main(argv: list[str] | None = None) -> int:
         tensor = trial.tensor(name)
         for step in tensor.steps():
             values.append(tensor.value(step))
-    end = time.perf_counter()
+    end, cpu_end = time.perf_counter(), time.process_time()
 
     checksum = 0.0
     elements = 0
@@ -59,6 +59,7 @@ def main(argv: list[str] | None = None) -> int:
         "reader": args.reader,
         "open_s": opened - start,
         "total_s": end - start,
+        "cpu_s": cpu_end - cpu_start,
         "tensor_names": len(names),
         "values": len(values),
         "elements": elements,

@@ -71,13 +71,13 @@ def main(argv: list[str] | None = None) -> int:
         hook.register_module(model)
         hook.register_loss(loss_fn)
 
-    loop_s, last_loss = _model.train(
+    loop_s, loop_cpu_s, last_loss = _model.train(
         model, loss_fn, optimizer, batches, warmup=args.warmup, steps=args.steps
     )
-    close_start = time.perf_counter()
+    close_start, close_cpu_start = time.perf_counter(), time.process_time()
     if hook is not None:
         hook.close()
-    close_s = time.perf_counter() - close_start
+    close_s, close_cpu_s = time.perf_counter() - close_start, time.process_time() - close_cpu_start
 
     result = {
         "variant": args.variant,
@@ -88,6 +88,7 @@ def main(argv: list[str] | None = None) -> int:
         "close_s": close_s,
         "step_ms": 1000.0 * (loop_s + close_s) / args.steps,
         "loop_step_ms": 1000.0 * loop_s / args.steps,
+        "cpu_step_ms": 1000.0 * (loop_cpu_s + close_cpu_s) / args.steps,
         "last_loss": last_loss,
         "torch_threads": _model.NUM_THREADS,
         "python": sys.executable,

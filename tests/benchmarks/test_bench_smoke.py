@@ -107,19 +107,33 @@ def test_check_trial_rejects_an_empty_trial(tmp_path: Path) -> None:
 
 
 def test_overhead_ratio_and_verdicts() -> None:
+    def run(variant: str, interval: int, wall: float, cpu: float) -> dict[str, object]:
+        return {"variant": variant, "interval": interval, "round": 0, "step_ms": wall, "cpu_step_ms": cpu}
+
     runs = [
-        {"variant": "none-ours", "interval": 0, "step_ms": 10.0},
-        {"variant": "none-smdebug", "interval": 0, "step_ms": 8.0},
-        {"variant": "ours", "interval": 1, "step_ms": 12.0},
-        {"variant": "smdebug", "interval": 1, "step_ms": 16.0},
-        {"variant": "ours", "interval": 100, "step_ms": 9.9},
-        {"variant": "smdebug", "interval": 100, "step_ms": 8.4},
+        run("none-ours", 0, 10.0, 10.0),
+        run("none-smdebug", 0, 8.0, 8.0),
+        run("ours", 1, 12.0, 15.0),
+        run("smdebug", 1, 16.0, 16.0),
+        run("ours", 100, 9.9, 10.4),
+        run("smdebug", 100, 8.4, 8.0),
     ]
-    rows = {r["interval"]: r for r in report.summarize_training(runs, [1, 100])["intervals"]}
+    summary = report.summarize_training(runs, [1, 100])
+    rows = {r["interval"]: r for r in summary["intervals"]}
     assert rows[1]["ours_overhead"] == pytest.approx(0.2)
     assert rows[1]["smdebug_overhead"] == pytest.approx(1.0)
     assert rows[1]["ratio"] == pytest.approx(5.0) and rows[1]["ratio_verdict"] == "PASS"
+    assert rows[1]["ratio_cpu"] == pytest.approx(2.0) and rows[1]["ratio_cpu_verdict"] == "PASS"
+    assert rows[1]["ours_paired_overhead"] == pytest.approx(0.2)
     assert rows[100]["ratio"] == float("inf") and rows[100]["ours_max_verdict"] == "PASS"
+    # CPU: ours +4% while smdebug's +0% is within noise: no ratio can be told, and that is said
+    assert rows[100]["ratio_cpu"] == 0.0 and rows[100]["ratio_cpu_verdict"] == "FAIL"
+    assert rows[100]["ours_cpu_max_verdict"] == "PASS"
+    assert report.overhead_ratio(-0.01, -0.02) is None
+    text = report.markdown({"settings": {"mode": "quick", "steps": 1, "warmup": 0, "repeats": 1, "read_repeats": 1},
+                            "machine": {"cpus": 2, "work_dir_kind": "tmpfs"}, "training": {"summary": summary}})
+    assert "| 1 | 12.00 | 16.00 | +20.0% | +100.0% | 5.0× | PASS |  |" in text
+    assert "| 100 | 9.90 | 8.40 | -1.0% | +5.0% | ∞ (ours ≤ baseline) | PASS | PASS |" in text
 
 
 def test_readers_that_disagree_are_reported() -> None:

@@ -30,6 +30,7 @@ def _our_hook(out_dir: Path, interval: int) -> Any:
         "HookParameters": {"save_interval": str(interval)},
         "CollectionConfigurations": [{"CollectionName": name} for name in COLLECTIONS],
     }
+    out_dir.parent.mkdir(parents=True, exist_ok=True)
     config_path = out_dir.parent / f"{out_dir.name}-debughookconfig.json"
     config_path.write_text(json.dumps(config))
     os.environ["SMDEBUG_CONFIG_FILE_PATH"] = str(config_path)

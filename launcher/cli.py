@@ -14,14 +14,21 @@ from launcher.overrides import Overrides, group_rule_flags, parse_collection, pa
 
 
 def _known_errors() -> tuple[type[BaseException], ...]:
-    errors: list[type[BaseException]] = [LauncherError]
-    for module, name in (("trial.errors", "TrialError"), ("evaluator.errors", "EvaluatorError"),
-                         ("botocore.exceptions", "BotoCoreError"), ("botocore.exceptions", "ClientError")):
-        try:
-            errors.append(getattr(__import__(module, fromlist=[name]), name))
-        except (ImportError, AttributeError):
-            pass
-    return tuple(errors)
+    from botocore.exceptions import BotoCoreError, ClientError
+
+    from evaluator.errors import EvaluatorError
+    from trial.errors import TrialError
+
+    return (LauncherError, TrialError, EvaluatorError, BotoCoreError, ClientError)
+
+
+def _one_line(e: BaseException) -> str:
+    from botocore.exceptions import BotoCoreError, ClientError
+
+    message = " ".join(str(e).split()) or type(e).__name__
+    if isinstance(e, BotoCoreError | ClientError):
+        message = f"S3: {message}"  # name the culprit: the S3 endpoint, not sdlocal
+    return message
 
 
 class _Cli(click.Group):
@@ -31,7 +38,7 @@ class _Cli(click.Group):
         except _known_errors() as e:
             if ctx.params.get("debug"):
                 raise
-            raise click.ClickException(" ".join(str(e).split()) or type(e).__name__) from e
+            raise click.ClickException(_one_line(e)) from e
 
 
 class _OrderedCommand(click.Command):

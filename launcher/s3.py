@@ -45,10 +45,14 @@ class S3Endpoint:
 
     def client(self) -> Any:
         import boto3
+        from botocore.config import Config
 
         kwargs: dict[str, Any] = {"region_name": os.environ.get("AWS_DEFAULT_REGION") or REGION}
         if self.url:
             kwargs["endpoint_url"] = self.url
+            # a local endpoint that does not answer should say so in seconds, not after botocore's
+            # default 60 s connect timeout and retries
+            kwargs["config"] = Config(connect_timeout=3, retries={"max_attempts": 3, "mode": "standard"})
         if self.dummy_credentials:
             kwargs["aws_access_key_id"] = DUMMY_CREDENTIALS["AWS_ACCESS_KEY_ID"]
             kwargs["aws_secret_access_key"] = DUMMY_CREDENTIALS["AWS_SECRET_ACCESS_KEY"]
@@ -93,11 +97,13 @@ def resolve_endpoint(
     embedded: EmbeddedS3 | None = None,
 ) -> S3Endpoint:
     env = os.environ if environ is None else environ
+    has_credentials = credentials_present or (lambda: aws_credentials_present(env))
+    # LocalStack and moto take any credentials: a custom endpoint without any gets dummy ones
     if flag:
-        return S3Endpoint(flag, "flag")
+        return S3Endpoint(flag, "flag", dummy_credentials=not has_credentials())
     if env.get("AWS_ENDPOINT_URL_S3"):
-        return S3Endpoint(env["AWS_ENDPOINT_URL_S3"], "env")
-    if (credentials_present or (lambda: aws_credentials_present(env)))():
+        return S3Endpoint(env["AWS_ENDPOINT_URL_S3"], "env", dummy_credentials=not has_credentials())
+    if has_credentials():
         return S3Endpoint(None, "aws")
     server = (embedded or EmbeddedS3(sdlocal_home(env))).ensure()
     return S3Endpoint(server.url, "embedded", dummy_credentials=True)

@@ -10,6 +10,7 @@ from pathlib import Path
 from typing import Any
 
 from launcher._values import split_s3_uri
+from launcher.errors import JobError
 
 COLUMNS = ("RuleConfigurationName", "RuleEvaluationStatus", "StatusDetails")
 STATUS_FILE = "status.json"
@@ -62,6 +63,9 @@ def rules_of_job(client: Any, job_name: str, *, output_path: str | None, job_dir
     paginator = client.get_paginator("list_objects_v2")
     for page in paginator.paginate(Bucket=bucket, Prefix=f"{prefix}/", Delimiter="/"):
         names += [p["Prefix"][len(prefix) + 1:].rstrip("/") for p in page.get("CommonPrefixes", [])]
+    job_prefix = prefix.rsplit("/", 1)[0]
+    if not names and not client.list_objects_v2(Bucket=bucket, Prefix=f"{job_prefix}/", MaxKeys=1).get("KeyCount"):
+        raise JobError(f"no training job {job_name!r} under {base}/ (give its --s3-output-path?)")
     return [RuleRef(name, f"s3://{bucket}/{prefix}/{name}") for name in sorted(names)]
 
 

@@ -3,6 +3,7 @@ evaluate, rules, s3 status/stop."""
 from __future__ import annotations
 
 import json
+import socket
 from pathlib import Path
 from typing import Any
 
@@ -157,3 +158,24 @@ def test_run_sdk_request_reports_ignored_fields_once(tmp_path: Path, moto_server
     # the job name is taken: refused before anything starts
     assert result.exit_code == 1
     assert lines[-1].startswith(f"Error: Training job {job} already exists")
+
+
+def test_unreachable_s3_is_one_line_error(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    monkeypatch.setenv("SDLOCAL_HOME", str(tmp_path))
+    with socket.socket() as s:  # a loopback port nobody listens on
+        s.bind(("127.0.0.1", 0))
+        port = s.getsockname()[1]
+    result = CliRunner().invoke(cli, ["summary", "some-job", "--s3-endpoint-url", f"http://127.0.0.1:{port}"])
+    assert result.exit_code == 1
+    assert result.stderr.strip().splitlines() == [
+        f'Error: S3: Could not connect to the endpoint URL: "http://127.0.0.1:{port}/sdlocal?list-type=2'
+        '&prefix=jobs%2Fsome-job%2Frule-output%2F&delimiter=%2F&encoding-type=url"']
+
+
+def test_summary_of_unknown_job_is_an_error(tmp_path: Path, monkeypatch: pytest.MonkeyPatch, moto_server: str,
+                                            s3_client: Any) -> None:
+    monkeypatch.setenv("SDLOCAL_HOME", str(tmp_path))
+    s3_client.create_bucket(Bucket="sdlocal")
+    result = CliRunner().invoke(cli, ["summary", "never-ran", "--s3-endpoint-url", moto_server])
+    assert result.exit_code == 1
+    assert result.stderr.strip() == "Error: no training job 'never-ran' under s3://sdlocal/jobs/ (give its --s3-output-path?)"

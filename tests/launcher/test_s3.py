@@ -20,8 +20,15 @@ from launcher.s3 import (
 def test_resolution_order(tmp_path: Path) -> None:
     never = EmbeddedS3(tmp_path / "unused")
     env = {"AWS_ENDPOINT_URL_S3": "http://env:1"}
-    assert resolve_endpoint("http://flag:1", environ=env) == S3Endpoint("http://flag:1", "flag")
-    assert resolve_endpoint(None, environ=env) == S3Endpoint("http://env:1", "env")
+    def creds() -> bool:
+        return True
+
+    assert resolve_endpoint("http://flag:1", environ=env, credentials_present=creds) == S3Endpoint("http://flag:1", "flag")
+    assert resolve_endpoint(None, environ=env, credentials_present=creds) == S3Endpoint("http://env:1", "env")
+    # a custom endpoint (LocalStack, moto) without credentials gets dummy ones, not a boto3 error
+    bare = resolve_endpoint("http://flag:1", environ=env, credentials_present=lambda: False)
+    assert bare == S3Endpoint("http://flag:1", "flag", dummy_credentials=True)
+    assert bare.child_env()["AWS_ACCESS_KEY_ID"] == "sdlocal"
     aws = resolve_endpoint(None, environ={}, credentials_present=lambda: True, embedded=never)
     assert aws.source == "aws" and aws.url is None and "AWS credentials" in aws.describe()
     assert not (tmp_path / "unused").exists()

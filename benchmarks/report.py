@@ -241,7 +241,10 @@ def markdown(results: Mapping[str, Any]) -> str:
         f" {s['steps']} timed steps after {s['warmup']} warm-up steps, median of {s['repeats']} runs per"
         f" configuration, configurations interleaved in a shuffled order each round; the time includes"
         f" `hook.close()` (draining the writer). Trials written to {machine['work_dir_kind']}."
-        f" Overhead = (hooked − baseline) / baseline against the no-hook run on the same interpreter.",
+        f" Overhead = (hooked − baseline) / baseline against the no-hook run on the same interpreter."
+        + (" glibc malloc thresholds pinned in every variant (MALLOC_MMAP_THRESHOLD_=64 MiB,"
+           " MALLOC_TRIM_THRESHOLD_=256 MiB): with the defaults, per-step page faults made no-hook runs"
+           " vary by ±25%." if isinstance(machine.get("malloc"), dict) else ""),
         "",
     ]
     loadavg = machine.get("loadavg_end") or machine.get("loadavg_start") or ()

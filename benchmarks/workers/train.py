@@ -14,6 +14,7 @@ from __future__ import annotations
 import argparse
 import json
 import os
+import resource
 import sys
 import time
 from pathlib import Path
@@ -72,6 +73,7 @@ def main(argv: list[str] | None = None) -> int:
         hook.register_module(model)
         hook.register_loss(loss_fn)
 
+    faults_start = resource.getrusage(resource.RUSAGE_SELF).ru_minflt
     loop_s, loop_cpu_s, last_loss = _model.train(
         model, loss_fn, optimizer, batches, warmup=args.warmup, steps=args.steps
     )
@@ -79,6 +81,7 @@ def main(argv: list[str] | None = None) -> int:
     if hook is not None:
         hook.close()
     close_s, close_cpu_s = time.perf_counter() - close_start, time.process_time() - close_cpu_start
+    faults = resource.getrusage(resource.RUSAGE_SELF).ru_minflt - faults_start
 
     result = {
         "variant": args.variant,
@@ -90,6 +93,7 @@ def main(argv: list[str] | None = None) -> int:
         "step_ms": 1000.0 * (loop_s + close_s) / args.steps,
         "loop_step_ms": 1000.0 * loop_s / args.steps,
         "cpu_step_ms": 1000.0 * (loop_cpu_s + close_cpu_s) / args.steps,
+        "minor_faults_per_step": faults / (args.warmup + args.steps),  # warm-up included
         "last_loss": last_loss,
         "torch_threads": _model.NUM_THREADS,
         "python": sys.executable,

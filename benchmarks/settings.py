@@ -41,7 +41,7 @@ class BenchSettings:
 
 
 FULL = BenchSettings(
-    mode="full", steps=300, warmup=20, repeats=5, intervals=(1, 10, 100),
+    mode="full", steps=300, warmup=20, repeats=7, intervals=(1, 10, 100),
     read_steps=50, read_repeats=3, worker_timeout_s=600.0,
 )
 QUICK = BenchSettings(

@@ -232,7 +232,7 @@ def tensor_value(tp: tensor_pb2.TensorProto) -> np.ndarray:
     return _values_from_fields(tp, dtype, shape)
 
 
-def _read_varint(buf: bytes, pos: int) -> tuple[int, int]:
+def _read_varint(buf: bytes | memoryview, pos: int) -> tuple[int, int]:
     result = 0
     shift = 0
     while True:
@@ -244,7 +244,7 @@ def _read_varint(buf: bytes, pos: int) -> tuple[int, int]:
         shift += 7
 
 
-def _fields(buf: bytes, pos: int, end: int) -> list[tuple[int, int, int, int]]:
+def _fields(buf: bytes | memoryview, pos: int, end: int) -> list[tuple[int, int, int, int]]:
     """(field number, wire type, value or start, end) of each field of one message."""
     out = []
     while pos < end:
@@ -274,7 +274,7 @@ def _signed64(v: int) -> int:
     return v - (1 << 64) if v >= 1 << 63 else v
 
 
-def _decode_tensor(buf: bytes, start: int, end: int) -> np.ndarray:
+def _decode_tensor(buf: bytes | memoryview, start: int, end: int) -> np.ndarray:
     dtype = 0
     shape: list[int] = []
     content: tuple[int, int] | None = None
@@ -292,16 +292,18 @@ def _decode_tensor(buf: bytes, start: int, end: int) -> np.ndarray:
         elif field == 4 and wtype == 2:
             content = (a, b)
         else:  # values in float_val/int_val/string_val/...: let protobuf decode them
-            return tensor_value(tensor_pb2.TensorProto.FromString(buf[start:end]))
+            return tensor_value(tensor_pb2.TensorProto.FromString(bytes(buf[start:end])))
     if content is None or content[0] == content[1]:
-        return tensor_value(tensor_pb2.TensorProto.FromString(buf[start:end]))
+        return tensor_value(tensor_pb2.TensorProto.FromString(bytes(buf[start:end])))
     np_dtype = DT_TO_NP.get(dtype)
     if np_dtype is None:
         raise ValueError(f"unsupported tensor dtype {dtype}")
     a, b = content
     count = (b - a) // np_dtype.itemsize
-    # A copy: callers may modify the value in place.
-    return np.frombuffer(buf, dtype=np_dtype, count=count, offset=a).reshape(shape).copy()
+    array = np.frombuffer(buf, dtype=np_dtype, count=count, offset=a).reshape(shape)
+    # Callers may modify a value in place: a read-only buffer (bytes) is copied; a writable one
+    # (the bytearray a ranged read filled) is this value's own memory and is used as it is.
+    return array if array.flags.writeable else array.copy()
 
 
 def decode_event(payload: bytes | memoryview, *, where: str = "", offset: int | None = None) -> DecodedTensor:
@@ -311,7 +313,7 @@ def decode_event(payload: bytes | memoryview, *, where: str = "", offset: int | 
     so parsing with it would merge smdebug's two plugin_data entries into one. tensor_content is
     read with np.frombuffer straight from the payload.
     """
-    buf = bytes(payload) if not isinstance(payload, bytes) else payload
+    buf = payload
     try:
         wall_time = 0.0
         step = 0
@@ -334,7 +336,7 @@ def decode_event(payload: bytes | memoryview, *, where: str = "", offset: int | 
         arr: np.ndarray | None = None
         for field, wtype, a, b in _fields(buf, *value):
             if field == 1 and wtype == 2:
-                tag = buf[a:b].decode("utf-8")
+                tag = bytes(buf[a:b]).decode("utf-8")
             elif field == 8 and wtype == 2:
                 arr = _decode_tensor(buf, a, b)
             elif field == 9 and wtype == 2:
@@ -344,9 +346,9 @@ def decode_event(payload: bytes | memoryview, *, where: str = "", offset: int | 
                     name = content = b""
                     for f2, w2, a2, b2 in _fields(buf, pa, pb):
                         if f2 == 1 and w2 == 2:
-                            name = buf[a2:b2]
+                            name = bytes(buf[a2:b2])
                         elif f2 == 2 and w2 == 2:
-                            content = buf[a2:b2]
+                            content = bytes(buf[a2:b2])
                     if name == b"mode_step":
                         mode_step = int(content)
                     elif name == b"mode":

@@ -12,9 +12,10 @@ class Storage(ABC):
         """Where the trial lives (a path, or s3://bucket/prefix)."""
 
     @abstractmethod
-    def read(self, key: str, start: int | None = None, length: int | None = None) -> bytes:
-        """The object's bytes, or `length` bytes from `start` (a ranged read). Raises
-        FileNotFoundError when the key does not exist."""
+    def read(self, key: str, start: int | None = None, length: int | None = None) -> bytes | bytearray:
+        """The object's bytes, or `length` bytes from `start` (a ranged read; a bytearray where the
+        backend can fill one, so that values decode in place). Raises FileNotFoundError when the
+        key does not exist."""
 
     @abstractmethod
     def write(self, key: str, data: bytes) -> None:

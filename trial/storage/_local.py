@@ -19,13 +19,19 @@ class LocalStorage(Storage):
     def _path(self, key: str) -> Path:
         return self.root / key
 
-    def read(self, key: str, start: int | None = None, length: int | None = None) -> bytes:
+    def read(self, key: str, start: int | None = None, length: int | None = None) -> bytes | bytearray:
+        """A ranged read fills a bytearray: the reader decodes tensors in place, with no copy."""
         path = self._path(key)
         try:
             with open(path, "rb") as f:
                 if start:
                     f.seek(start)
-                data = f.read() if length is None else f.read(length)
+                if length is None:
+                    return f.read()
+                data = bytearray(length)
+                got = f.readinto(data)
+                if got < length:  # a short file: the caller reports the truncation
+                    del data[got:]
         except FileNotFoundError:
             raise
         except OSError as e:

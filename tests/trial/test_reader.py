@@ -129,6 +129,11 @@ def test_roundtrip_all_dtypes(location: tuple[Path, Any]) -> None:
     assert tr.tensor("f32").steps(mode=ModeKeys.EVAL) == [0]
     np.testing.assert_array_equal(tr.tensor("f32").values(mode=ModeKeys.EVAL)[0], ROUNDTRIP["f32"] * 2)
     assert tr.tensor("f32").shape(1) == (4, 5)
+    # values are the caller's own memory (local reads decode in place, S3 reads copy): writable,
+    # and writing to one leaves the next read untouched
+    first = tr.tensor("f32").value(0)
+    first[...] = -1
+    np.testing.assert_array_equal(tr.tensor("f32").value(0), ROUNDTRIP["f32"])
 
 
 def test_reductions_saved_and_computed(tmp_path: Path) -> None:

@@ -202,7 +202,9 @@ class Hook:
                 self._record_nested(prefix, v)
 
     def _record(self, name: str, tensor: torch.Tensor, mask: int) -> None:
-        self._pending[name] = (tensor.detach().to("cpu", copy=True), mask)
+        # A copy (the optimizer updates weights in place); on CPU, clone() is the cheaper copy.
+        t = tensor.detach()
+        self._pending[name] = (t.clone() if t.device.type == "cpu" else t.to("cpu"), mask)
 
     # ------------------------------------------------------------------ explicit API
     def save_scalar(self, name: str, value: Any) -> None:

@@ -3,7 +3,7 @@ from __future__ import annotations
 
 import json
 import os
-from collections.abc import Iterable
+from collections.abc import Iterable, Sequence
 from pathlib import Path
 
 from trial.collection import Collection, CollectionsFile
@@ -26,11 +26,17 @@ def collections_key(worker: str) -> str:
     return f"collections/000000000/{worker}_collections.json"
 
 
-def _atomic_write(path: Path, data: bytes) -> None:
+def _atomic_write(path: Path, data: bytes | Sequence[bytes | memoryview]) -> None:
+    """Write `data` (bytes, or parts written one after the other) to `path.tmp`, then rename."""
     path.parent.mkdir(parents=True, exist_ok=True)
     tmp = path.with_name(path.name + ".tmp")
     with open(tmp, "wb") as f:
-        f.write(data)
+        if isinstance(data, bytes):
+            f.write(data)
+        else:
+            # No join: large tensor parts go to the file straight from the arrays' memory (and
+            # without the GIL), small headers through the file's buffer.
+            f.writelines(data)
     os.replace(tmp, path)
 
 
@@ -76,7 +82,7 @@ class TrialWriter:
         meta: dict[str, object] = {"mode": mode_k.name, "mode_step": int(mode_step)}
         if payload_index:
             meta["event_file_name"] = ev_key
-            _atomic_write(self.root / ev_key, b"".join(parts))
+            _atomic_write(self.root / ev_key, parts)
         index = {"meta": meta, "tensor_payload": payload_index, "shape_payload": shape_payload}
         idx_path = self.root / index_key(step, self.worker)
         _atomic_write(idx_path, json.dumps(index).encode())

@@ -112,7 +112,7 @@ class RuleStatus:
         )
 
     @classmethod
-    def from_json(cls, text: str | bytes | bytearray) -> RuleStatus:
+    def from_json(cls, text: str | bytes) -> RuleStatus:
         return cls.from_dict(json.loads(text))
 
 

@@ -72,7 +72,7 @@ class IndexState:
         self.keys_by_step: dict[int, list[str]] = {}
         self.seen_keys: set[str] = set()
 
-    def add(self, key: str, step: int, worker: str, text: bytes | bytearray) -> None:
+    def add(self, key: str, step: int, worker: str, text: bytes) -> None:
         """Fold one index file in (idempotent per key)."""
         if key in self.seen_keys:
             return

@@ -131,7 +131,7 @@ class CollectionsFile:
         )
 
     @classmethod
-    def from_json(cls, text: str | bytes | bytearray, *, where: str = "") -> CollectionsFile:
+    def from_json(cls, text: str | bytes, *, where: str = "") -> CollectionsFile:
         try:
             d = json.loads(text)
             colls = {name: Collection.from_dict(c) for name, c in (d.get("collections") or {}).items()}

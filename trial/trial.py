@@ -259,7 +259,7 @@ class Trial:
     # ---- reading ---------------------------------------------------------------------------
     def read_record(self, loc: Location) -> np.ndarray:
         """The value stored at `loc`: one ranged read, checked framing, decoded."""
-        data = memoryview(self.storage.read(loc.key, loc.start, loc.length))
+        data = self.storage.read_range(loc.key, loc.start, loc.length)
         if len(data) != loc.length:
             raise CorruptRecordError(
                 f"truncated: index says {loc.length} bytes, file has {len(data)}",

@@ -12,10 +12,14 @@ class Storage(ABC):
         """Where the trial lives (a path, or s3://bucket/prefix)."""
 
     @abstractmethod
-    def read(self, key: str, start: int | None = None, length: int | None = None) -> bytes | bytearray:
-        """The object's bytes, or `length` bytes from `start` (a ranged read; a bytearray where the
-        backend can fill one, so that values decode in place). Raises FileNotFoundError when the
-        key does not exist."""
+    def read(self, key: str, start: int | None = None, length: int | None = None) -> bytes:
+        """The object's bytes, or `length` bytes from `start` (a ranged read). Raises
+        FileNotFoundError when the key does not exist."""
+
+    def read_range(self, key: str, start: int, length: int) -> memoryview:
+        """A ranged read for decoding in place: writable where the backend can fill a buffer of
+        the reader's own (then values are views into it, no copy), else read-only (copied on decode)."""
+        return memoryview(self.read(key, start, length))
 
     @abstractmethod
     def write(self, key: str, data: bytes) -> None:

@@ -3,6 +3,9 @@ from __future__ import annotations
 
 import os
 from pathlib import Path
+from typing import Any
+
+import numpy as np
 
 from trial.errors import StorageError
 from trial.storage._base import Storage
@@ -19,24 +22,32 @@ class LocalStorage(Storage):
     def _path(self, key: str) -> Path:
         return self.root / key
 
-    def read(self, key: str, start: int | None = None, length: int | None = None) -> bytes | bytearray:
-        """A ranged read fills a bytearray: the reader decodes tensors in place, with no copy."""
+    def read(self, key: str, start: int | None = None, length: int | None = None) -> bytes:
         path = self._path(key)
         try:
             with open(path, "rb") as f:
                 if start:
                     f.seek(start)
-                if length is None:
-                    return f.read()
-                data = bytearray(length)
-                got = f.readinto(data)
-                if got < length:  # a short file: the caller reports the truncation
-                    del data[got:]
+                return f.read() if length is None else f.read(length)
         except FileNotFoundError:
             raise
         except OSError as e:
             raise StorageError(f"cannot read {path}: {e}") from e
-        return data
+
+    def read_range(self, key: str, start: int, length: int) -> memoryview:
+        """Fills a buffer of our own (np.empty: no zero-fill pass over memory about to be
+        overwritten); a short file gives a shorter view, which the caller reports."""
+        path = self._path(key)
+        buf: Any = np.empty(length, dtype=np.uint8)
+        try:
+            with open(path, "rb") as f:
+                f.seek(start)
+                got = f.readinto(buf)
+        except FileNotFoundError:
+            raise
+        except OSError as e:
+            raise StorageError(f"cannot read {path}: {e}") from e
+        return memoryview(buf)[:got]
 
     def write(self, key: str, data: bytes) -> None:
         path = self._path(key)

@@ -20,6 +20,7 @@ from typing import Any
 
 from hook._parse import is_none, parse_bool, parse_int, parse_regexes, parse_steps, parse_str_list
 from hook.errors import HookConfigError
+from trial.collection import SaveConfigMode
 from trial.modes import ModeKeys
 
 logger = logging.getLogger(__name__)
@@ -27,7 +28,6 @@ logger = logging.getLogger(__name__)
 CONFIG_FILE_PATH_ENV = "SMDEBUG_CONFIG_FILE_PATH"
 DEFAULT_CONFIG_FILE_PATH = "/opt/ml/input/config/debughookconfig.json"
 DEFAULT_LOCAL_PATH = "/opt/ml/output/tensors"
-DEFAULT_SAVE_INTERVAL = 500
 
 MODE_PREFIXES: dict[ModeKeys, str] = {
     ModeKeys.TRAIN: "train.",
@@ -66,29 +66,8 @@ TRAIN_ONLY_COLLECTIONS = frozenset({"gradients", "optimizer_variables"})
 SCALAR_COLLECTIONS = frozenset({"losses", "metrics", "sm_metrics"})
 
 
-@dataclass(frozen=True)
-class ModeSaveConfig:
-    """When one mode saves: `mode_step in save_steps`, or in [start_step, end_step) on the interval."""
-
-    save_interval: int = DEFAULT_SAVE_INTERVAL
-    save_steps: tuple[int, ...] = ()
-    start_step: int = 0
-    end_step: int | None = None
-
-    def should_save(self, mode_step: int) -> bool:
-        if mode_step in self.save_steps:
-            return True
-        if mode_step < self.start_step or (self.end_step is not None and mode_step >= self.end_step):
-            return False
-        return mode_step % self.save_interval == 0
-
-    def to_dict(self) -> dict[str, Any]:
-        return {
-            "save_interval": self.save_interval,
-            "save_steps": list(self.save_steps),
-            "start_step": self.start_step,
-            "end_step": self.end_step,
-        }
+# The per-mode save schedule is the trial format's own (it is written to the collections file).
+ModeSaveConfig = SaveConfigMode
 
 
 def _default_modes() -> Mapping[ModeKeys, ModeSaveConfig]:

@@ -15,10 +15,19 @@ _MODE_NAMES = tuple(m.name for m in ModeKeys)  # TRAIN, EVAL, PREDICT, GLOBAL
 
 @dataclass(frozen=True)
 class SaveConfigMode:
+    """When one mode saves: `mode_step in save_steps`, or in [start_step, end_step) on the interval."""
+
     save_interval: int = 500
     save_steps: tuple[int, ...] = ()
     start_step: int = 0
     end_step: int | None = None
+
+    def should_save(self, mode_step: int) -> bool:
+        if mode_step in self.save_steps:
+            return True
+        if mode_step < self.start_step or (self.end_step is not None and mode_step >= self.end_step):
+            return False
+        return mode_step % self.save_interval == 0
 
     def to_dict(self) -> dict[str, Any]:
         return {

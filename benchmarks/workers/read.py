@@ -31,11 +31,36 @@ def _create_trial(reader: str) -> Any:
     return create_trial
 
 
+def read_bytes_only(path: str) -> dict[str, Any]:
+    """The floor any reader that keeps the values pays: every tensor record's bytes read (through
+    the index, as both readers do) into fresh memory of this process, no decoding at all."""
+    import glob
+    import os
+
+    start, cpu_start = time.perf_counter(), time.process_time()
+    kept = []
+    for index_file in sorted(glob.glob(os.path.join(path, "index", "*", "*.json"))):
+        with open(index_file) as f:
+            index = json.load(f)
+        with open(os.path.join(path, index["meta"]["event_file_name"]), "rb") as events:
+            for payload in index["tensor_payload"]:
+                buf = np.empty(payload["length"], dtype=np.uint8)
+                events.seek(payload["start_idx"])
+                events.readinto(buf)  # type: ignore[arg-type]
+                kept.append(buf)
+    end, cpu_end = time.perf_counter(), time.process_time()
+    return {"reader": "bytes", "open_s": 0.0, "total_s": end - start, "cpu_s": cpu_end - cpu_start,
+            "values": len(kept), "bytes": sum(int(b.size) for b in kept), "python": sys.executable}
+
+
 def main(argv: list[str] | None = None) -> int:
     parser = argparse.ArgumentParser(description=__doc__)
-    parser.add_argument("--reader", choices=("ours", "smdebug"), required=True)
+    parser.add_argument("--reader", choices=("ours", "smdebug", "bytes"), required=True)
     parser.add_argument("path")
     args = parser.parse_args(argv)
+    if args.reader == "bytes":
+        print(json.dumps(read_bytes_only(args.path)), flush=True)
+        return 0
 
     create_trial = _create_trial(args.reader)
     values: list[Any] = []

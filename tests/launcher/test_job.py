@@ -3,7 +3,6 @@ small stand-ins (the interpreter is replaced), so these tests need neither torch
 from __future__ import annotations
 
 import json
-import os
 import sys
 import threading
 import time
@@ -18,6 +17,7 @@ from launcher.platform import JobDir
 from launcher.runtime import ProcessRuntime
 from launcher.s3 import S3Endpoint
 from launcher.spec import JobSpec
+from tests.launcher._procs import gone
 
 STAND_IN = r'''
 import json, os, sys, time
@@ -155,15 +155,6 @@ def test_stop_stops_everything_and_marks_rules_stopped(
     assert "out/job-1/debug-output/training_job_end.ts" in keys(s3_client, bucket)
     for pid_file in pids.iterdir():
         assert gone(int(pid_file.read_text())), pid_file.name
-
-
-def gone(pid: int) -> bool:
-    try:
-        os.kill(pid, 0)
-    except ProcessLookupError:
-        return True
-    status = Path(f"/proc/{pid}/status")
-    return status.exists() and "zombie" in status.read_text()
 
 
 def test_job_record_for_summary(tmp_path: Path, runtime: str, moto_server: str,

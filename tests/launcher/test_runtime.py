@@ -10,6 +10,7 @@ from pathlib import Path
 import pytest
 
 from launcher.runtime import ProcessRuntime, RuleLaunch, TrainingLaunch, wait_all
+from tests.launcher._procs import gone
 
 CHILD = """
 import json, os, signal, subprocess, sys, time
@@ -22,15 +23,6 @@ with open(os.environ["PIDS_FILE"], "w") as f:
 print("child started", flush=True)
 time.sleep(120)
 """
-
-
-def gone(pid: int) -> bool:
-    try:
-        os.kill(pid, 0)
-    except ProcessLookupError:
-        return True
-    status = Path(f"/proc/{pid}/status")
-    return status.exists() and "zombie" in status.read_text()
 
 
 @pytest.fixture

@@ -17,7 +17,7 @@ from evaluator.rule import Rule
 from evaluator.status import RuleStatus, Status, client_error_details, fake_job_arn
 from trial import create_trial
 from trial.errors import TrialError
-from trial.storage import parse_s3_uri
+from trial.storage import open_storage, parse_s3_uri
 
 
 def fetch_rule_file(source: str, dest_dir: Path, *, s3_client: Any = None, endpoint_url: str | None = None) -> Path:
@@ -25,15 +25,13 @@ def fetch_rule_file(source: str, dest_dir: Path, *, s3_client: Any = None, endpo
     if not source.startswith("s3://"):
         return Path(source.removeprefix("file://")).expanduser()
     try:
-        bucket, key = parse_s3_uri(source)
+        _bucket, key = parse_s3_uri(source)
         if not key:
             raise ValueError("no object key")
-        if s3_client is None:
-            import boto3
-
-            s3_client = boto3.client("s3", endpoint_url=endpoint_url)
-        target = dest_dir / (Path(key).name or "rule.py")
-        s3_client.download_file(bucket, key, str(target))
+        folder, _, name = source.rpartition("/")
+        target = dest_dir / name
+        # the same S3 access (client injection, endpoint) as the trial's
+        target.write_bytes(open_storage(folder, client=s3_client, endpoint_url=endpoint_url).read(name))
     except Exception as exc:  # noqa: BLE001 - botocore raises many kinds; all mean "cannot download"
         raise CustomRuleError(f"Cannot download custom rule file {source}: {type(exc).__name__}: {exc}") from exc
     return target

@@ -16,20 +16,10 @@ from typing import Any
 from evaluator import compat
 from evaluator.errors import CustomRuleError, RuleParameterError, UnknownRuleError
 from evaluator.rule import Rule
-from evaluator.rules import AllZero, ExplodingTensor, LossNotDecreasing, UnchangedTensor, VanishingGradient
+from evaluator.rules import builtin_rule_classes
 
-BUILTIN_RULES: dict[str, type[Rule]] = {
-    cls.__name__: cls for cls in (AllZero, ExplodingTensor, LossNotDecreasing, UnchangedTensor, VanishingGradient)
-}
-
-# rules.md's groups (for `sdlocal rules`)
-RULE_GROUPS: dict[str, str] = {
-    "AllZero": "universal",
-    "LossNotDecreasing": "universal",
-    "UnchangedTensor": "universal",
-    "ExplodingTensor": "deep learning",
-    "VanishingGradient": "deep learning",
-}
+# Built-in rules by class name; each rule module of evaluator/rules/ contributes its classes.
+BUILTIN_RULES: dict[str, type[Rule]] = {cls.__name__: cls for cls in builtin_rule_classes()}
 
 # Parameters every Rule constructor may take that are not rule parameters proper.
 _FRAMEWORK_PARAMETERS = ("base_trial", "action_str", "other_trials")
@@ -75,7 +65,7 @@ def builtin_rule_infos() -> list[RuleInfo]:
     for name in sorted(BUILTIN_RULES):
         cls = BUILTIN_RULES[name]
         doc = inspect.getdoc(cls) or ""
-        infos.append(RuleInfo(name, RULE_GROUPS.get(name, "custom"), _parameters_of(cls), doc.split("\n\n")[0].replace("\n", " ")))
+        infos.append(RuleInfo(name, getattr(cls, "group", "custom"), _parameters_of(cls), doc.split("\n\n")[0].replace("\n", " ")))
     return infos
 
 

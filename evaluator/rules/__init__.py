@@ -1,10 +1,35 @@
-"""The built-in rules, one module per rule (names as SageMaker's `rule_to_invoke`)."""
+"""The built-in rules, one module per rule (class names as SageMaker's `rule_to_invoke`).
+
+Every public module of this package is a rule module: the `Rule` subclasses it defines with a
+`group` class attribute (rules.md's groups: "universal", "deep learning", "DL applications") are
+the built-in rules. Adding a rule is adding a module; nothing else is edited.
+"""
 from __future__ import annotations
 
-from evaluator.rules.all_zero import AllZero
-from evaluator.rules.exploding_tensor import ExplodingTensor
-from evaluator.rules.loss_not_decreasing import LossNotDecreasing
-from evaluator.rules.unchanged_tensor import UnchangedTensor
-from evaluator.rules.vanishing_gradient import VanishingGradient
+import importlib
+import pkgutil
+from typing import Any
 
-__all__ = ["AllZero", "ExplodingTensor", "LossNotDecreasing", "UnchangedTensor", "VanishingGradient"]
+from evaluator.rule import Rule
+
+
+def builtin_rule_classes() -> list[type[Rule]]:
+    """The built-in rule classes of every rule module of this package, sorted by name."""
+    found: dict[str, type[Rule]] = {}
+    for info in pkgutil.iter_modules(__path__):
+        if info.name.startswith("_"):
+            continue
+        module = importlib.import_module(f"{__name__}.{info.name}")
+        for value in vars(module).values():
+            if (isinstance(value, type) and issubclass(value, Rule) and value.__module__ == module.__name__
+                    and "group" in vars(value)):
+                found[value.__name__] = value
+    return [found[name] for name in sorted(found)]
+
+
+def __getattr__(name: str) -> Any:
+    """`from evaluator.rules import VanishingGradient` works for every built-in rule."""
+    for cls in builtin_rule_classes():
+        if cls.__name__ == name:
+            return cls
+    raise AttributeError(f"module {__name__!r} has no attribute {name!r}")

@@ -19,6 +19,8 @@ class AllZero(Rule):
     abs max is 0 (so it can only fire at threshold 100).
     """
 
+    group = "universal"
+
     def __init__(
         self,
         base_trial: Any,

@@ -23,6 +23,8 @@ class ExplodingTensor(Rule):
     (choice). A tensor saved only as reductions is judged on its saved reductions.
     """
 
+    group = "deep learning"
+
     def __init__(
         self,
         base_trial: Any,

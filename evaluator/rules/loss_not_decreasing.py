@@ -38,6 +38,8 @@ class LossNotDecreasing(Rule):
     loss is skipped (ExplodingTensor reports it).
     """
 
+    group = "universal"
+
     def __init__(
         self,
         base_trial: Any,

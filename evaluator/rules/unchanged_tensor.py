@@ -22,6 +22,8 @@ class UnchangedTensor(Rule):
     whose shape changed, is not judged.
     """
 
+    group = "universal"
+
     def __init__(
         self,
         base_trial: Any,

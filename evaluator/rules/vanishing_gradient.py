@@ -17,6 +17,8 @@ class VanishingGradient(Rule):
     a NaN mean is ignored (that is ExplodingTensor's finding, not a vanishing gradient).
     """
 
+    group = "deep learning"
+
     def __init__(self, base_trial: Any, threshold: object = 1e-7, action_str: str = "") -> None:
         super().__init__(base_trial, action_str=action_str)
         self.threshold = float(parse_float(self.rule_name, "threshold", threshold, minimum=0.0))  # type: ignore[arg-type]

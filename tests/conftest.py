@@ -77,3 +77,22 @@ def fixture_trials() -> Path:
     if not FIXTURE_TRIALS.exists():
         pytest.skip("shared fixtures not present")
     return FIXTURE_TRIALS
+
+
+@pytest.fixture(scope="session")
+def docker_client():  # type: ignore[no-untyped-def]
+    """A client of a Docker engine that answers. Without one: skip, or fail under CI=true (CI
+    installs and starts dockerd, so a missing engine there is a broken run, not a skipped test)."""
+    import docker
+
+    try:
+        client = docker.from_env(timeout=30)
+        client.ping()
+    except Exception as exc:  # noqa: BLE001 - any failure means "no engine answers"
+        if in_ci():
+            pytest.fail(f"CI=true but no Docker engine answers: {exc}")
+        pytest.skip(f"no Docker engine answers: {exc}")
+    try:
+        yield client
+    finally:
+        client.close()

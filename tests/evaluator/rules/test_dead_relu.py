@@ -12,7 +12,7 @@ from evaluator.rule import Verdict
 from evaluator.rules import DeadRelu
 from evaluator.status import Status
 from tests.evaluator._trials import COLLECTIONS, make_trial, write_steps
-from trial import Collection, create_trial
+from trial import Collection, TrialWriter, create_trial
 
 OUT = "layer0_relu_output_0"
 RNG = np.random.default_rng(0)
@@ -54,8 +54,6 @@ def test_collection_members_are_inspected_whatever_their_name(tmp_path: Path) ->
     name = "Net_act_output_0"  # an nn.ReLU not named like *relu*, put in relu_output by the hook
     root = tmp_path / "t"
     writer_collections = (*COLLECTIONS, Collection("relu_output", tensor_names=frozenset({name})))
-    from trial import TrialWriter
-
     writer = TrialWriter(root)
     writer.write_collections(writer_collections)
     writer.write_step(0, "TRAIN", 0, [(name, relu_layer(9))])

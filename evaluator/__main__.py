@@ -1,7 +1,11 @@
 """`python -m evaluator`: run ONE rule for ONE job, configured by the environment contract of
 docs/design.md; writes `<SDLOCAL_RULE_OUTPUT>/status.json` whenever the status changes.
 Exit 0 on IssuesFound/NoIssuesFound/Stopped, 1 on Error, 2 when the contract is incomplete
-and there is nowhere to write a status."""
+and there is nowhere to write a status.
+
+Actions run the first time the rule fires (evaluator/actions.py): StopTraining writes
+`<SDLOCAL_RULE_OUTPUT>/actions/stop-training.json` for the launcher; Email/SMS publish to the
+SNS topic `SMDebugRules` at `AWS_ENDPOINT_URL_SNS`, else `AWS_ENDPOINT_URL_S3`, else AWS."""
 from __future__ import annotations
 
 import logging
@@ -11,6 +15,7 @@ import sys
 from collections.abc import Mapping
 from typing import TextIO
 
+from evaluator.actions import sns_client_factory
 from evaluator.api import run_rule
 from evaluator.contract import EvaluatorEnv
 from evaluator.errors import ContractError
@@ -68,6 +73,8 @@ def main(environ: Mapping[str, str] | None = None, stderr: TextIO = sys.stderr) 
         collections_timeout=env.collections_timeout_s,
         endpoint_url=env.endpoint_url,
         stop_requested=lambda: stop["requested"],
+        action_output=output,
+        sns_client=sns_client_factory(env.sns_endpoint_url, env.region),
     )
     return 0 if status.status in _OK else 1
 

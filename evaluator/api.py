@@ -3,12 +3,14 @@ trial) and `sdlocal evaluate` (`evaluate_trial`, a finished trial)."""
 from __future__ import annotations
 
 import datetime as _dt
+import logging
 import tempfile
 import time
 from collections.abc import Callable, Mapping
 from pathlib import Path
 from typing import Any
 
+from evaluator.actions import ActionRunner, merge_actions, parse_actions
 from evaluator.contract import RuleRequest
 from evaluator.errors import CustomRuleError, EvaluatorError
 from evaluator.loop import StatusCallback, evaluate
@@ -17,7 +19,7 @@ from evaluator.rule import Rule
 from evaluator.status import RuleStatus, Status, client_error_details, fake_job_arn
 from trial import create_trial
 from trial.errors import TrialError
-from trial.storage import open_storage, parse_s3_uri
+from trial.storage import Storage, open_storage, parse_s3_uri
 
 
 def fetch_rule_file(source: str, dest_dir: Path, *, s3_client: Any = None, endpoint_url: str | None = None) -> Path:
@@ -44,6 +46,19 @@ def _rule_class(request: RuleRequest, tmp: Path, *, s3_client: Any, endpoint_url
     return get_rule_class(request.rule_to_invoke)
 
 
+def _no_sns() -> Any:
+    raise EvaluatorError("no SNS endpoint is configured for this evaluator")
+
+
+def _chain(*callbacks: StatusCallback | None) -> StatusCallback:
+    def call(status: RuleStatus) -> None:
+        for cb in callbacks:
+            if cb is not None:
+                cb(status)
+
+    return call
+
+
 def run_rule(
     trial_uri: str,
     rule_parameters: Mapping[str, str],
@@ -60,10 +75,17 @@ def run_rule(
     sleep: Callable[[float], None] = time.sleep,
     assume_ended: bool = False,
     stop_requested: Callable[[], bool] | None = None,
+    action_output: Storage | None = None,
+    sns_client: Callable[[], Any] | None = None,
 ) -> RuleStatus:
     """Resolve the rule (built-in or custom), open the trial(s), build the rule from its string
     parameters and evaluate it. Every problem ends as an `Error` status (reported through
-    `on_status` and returned), never as an exception."""
+    `on_status` and returned), never as an exception.
+
+    Actions (the request's `action_json` and the rule's own `action_str`, evaluator/actions.py)
+    run once, the first time the rule fires: StopTraining writes its request into `action_output`
+    (the rule-output storage); Email/SMS use `sns_client()`. Without either (`sdlocal evaluate`)
+    actions are validated but not run."""
     arn = fake_job_arn(job_name, rule_configuration_name)
     with tempfile.TemporaryDirectory(prefix="sdlocal-rule-") as tmp:
         try:
@@ -72,6 +94,8 @@ def run_rule(
             trial = create_trial(trial_uri, s3_client=s3_client, endpoint_url=endpoint_url)
             others = [create_trial(u, s3_client=s3_client, endpoint_url=endpoint_url) for u in request.other_trials]
             rule = instantiate_rule(cls, trial, request.rule_kwargs, action_str=request.action_json, other_trials=others)
+            actions = merge_actions(parse_actions(request.action_json, request.rule_to_invoke),
+                                    parse_actions(getattr(rule, "action_str", "") or "", request.rule_to_invoke))
         except (EvaluatorError, TrialError) as exc:
             status = RuleStatus(
                 rule_configuration_name,
@@ -83,6 +107,14 @@ def run_rule(
             if on_status is not None:
                 on_status(status)
             return status
+        callback = on_status
+        if actions and (action_output is not None or sns_client is not None):
+            runner = ActionRunner(actions, job_name=job_name, rule_configuration_name=rule_configuration_name,
+                                  output=action_output, sns_client=sns_client or _no_sns)
+            callback = _chain(on_status, runner.on_status)
+        elif actions:
+            logging.getLogger("evaluator.actions").info(
+                "Actions (%s) are not run here: no job to act on", ", ".join(a.name for a in actions))
         return evaluate(
             trial,
             rule,
@@ -93,7 +125,7 @@ def run_rule(
             collections_timeout=collections_timeout,
             clock=clock,
             sleep=sleep,
-            on_status=on_status,
+            on_status=callback,
             start_step=request.start_step,
             end_step=request.end_step,
             assume_ended=assume_ended,

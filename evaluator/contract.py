@@ -8,6 +8,7 @@ import re
 from collections.abc import Mapping
 from dataclasses import dataclass, field
 
+from evaluator.actions import parse_actions
 from evaluator.errors import ContractError, RuleParameterError
 from evaluator.params import parse_int, parse_str_list
 
@@ -39,6 +40,8 @@ class EvaluatorEnv:
     rule_output: str
     profiler_output: str | None = None
     endpoint_url: str | None = None
+    sns_endpoint_url: str | None = None  # AWS_ENDPOINT_URL_SNS, else the S3 endpoint (moto serves both)
+    region: str | None = None  # AWS_DEFAULT_REGION / AWS_REGION
     poll_interval_s: float = 2.0
     deadline_s: float = 86400.0
     collections_timeout_s: float = 600.0
@@ -71,6 +74,8 @@ class EvaluatorEnv:
             rule_output=required("SDLOCAL_RULE_OUTPUT"),
             profiler_output=env.get("SDLOCAL_PROFILER_OUTPUT") or None,
             endpoint_url=env.get("AWS_ENDPOINT_URL_S3") or None,
+            sns_endpoint_url=env.get("AWS_ENDPOINT_URL_SNS") or env.get("AWS_ENDPOINT_URL_S3") or None,
+            region=env.get("AWS_DEFAULT_REGION") or env.get("AWS_REGION") or None,
             poll_interval_s=_float_var(env, "SDLOCAL_POLL_INTERVAL_S", 2.0),
             deadline_s=_float_var(env, "SDLOCAL_DEADLINE_S", 86400.0),
             collections_timeout_s=_float_var(env, "SDLOCAL_COLLECTIONS_TIMEOUT_S", 600.0),
@@ -104,14 +109,11 @@ class RuleRequest:
                 kwargs[key] = value
         other_trials = [uri for _, uri in sorted(others)]
         other_trials += list(parse_str_list(rule, "other_trials", params.get("other_trials")))
-        action = params.get("action_json", "") or ""
+        action = (params.get("action_json", "") or "").strip()
         if action:
+            parse_actions(action, rule)  # bad JSON, unknown action: RuleParameterError naming action_json
             # The SageMaker SDK sends the JSON with backslash-escaped quotes.
             action = action.replace('\\"', '"')
-            try:
-                json.loads(action)
-            except json.JSONDecodeError as exc:
-                raise RuleParameterError(rule, "action_json", params["action_json"], f"not JSON ({exc})") from None
         start = parse_int(rule, "start_step", params.get("start_step"), minimum=0, allow_none=True)
         end = parse_int(rule, "end_step", params.get("end_step"), minimum=0, allow_none=True)
         if start is not None and end is not None and end <= start:

@@ -19,7 +19,12 @@ def _known_errors() -> tuple[type[BaseException], ...]:
     from evaluator.errors import EvaluatorError
     from trial.errors import TrialError
 
-    return (LauncherError, TrialError, EvaluatorError, BotoCoreError, ClientError)
+    known: tuple[type[BaseException], ...] = (LauncherError, TrialError, EvaluatorError, BotoCoreError, ClientError)
+    try:
+        from docker.errors import DockerException
+    except ImportError:  # the docker SDK is needed by the docker runtime only
+        return known
+    return (*known, DockerException)
 
 
 def _one_line(e: BaseException) -> str:
@@ -28,6 +33,8 @@ def _one_line(e: BaseException) -> str:
     message = " ".join(str(e).split()) or type(e).__name__
     if isinstance(e, BotoCoreError | ClientError):
         message = f"S3: {message}"  # name the culprit: the S3 endpoint, not sdlocal
+    elif type(e).__module__.startswith("docker"):
+        message = f"Docker: {message}"
     return message
 
 
@@ -115,13 +122,21 @@ def cli(debug: bool) -> None:
 @click.option("--rule-timeout", type=float, default=600.0, show_default=True,
               help="Seconds the evaluators may run on after training ended.")
 @click.option("--poll-interval", type=float, default=1.0, show_default=True, help="Evaluators' polling interval (s).")
+@click.option("--runtime", type=click.Choice(["process", "docker", "auto"]), envvar="SDLOCAL_RUNTIME",
+              default="process", show_default=True,
+              help="Where training and evaluators run: subprocesses, containers, or docker when its engine "
+                   "answers and the images exist (env SDLOCAL_RUNTIME).")
+@click.option("--keep-containers", is_flag=True, help="docker: leave the job's containers and network after it ends.")
+@click.option("--rule-memory", metavar="SIZE", help="docker: memory limit of each evaluator container (default 2g).")
+@click.option("--rule-cpus", metavar="N", help="docker: CPU limit of each evaluator container (default 1).")
 @click.option("--json", "as_json", is_flag=True, help="Print the rule statuses as JSON.")
 @click.pass_context
 def run(ctx: click.Context, spec_file: Path | None, entry_point: str | None, source_dir: Path | None,
         job_name: str | None, hyperparameters: tuple[tuple[str, str], ...], rules: tuple[str, ...],
         rule_params: tuple[str, ...], custom_rules: tuple[str, ...], hook_params: tuple[tuple[str, str], ...],
         collections: Any, s3_output_path: str | None, s3_endpoint_url: str | None, work_dir: Path | None,
-        overwrite: bool, rule_timeout: float, poll_interval: float, as_json: bool) -> None:
+        overwrite: bool, rule_timeout: float, poll_interval: float, runtime: str, keep_containers: bool,
+        rule_memory: str | None, rule_cpus: str | None, as_json: bool) -> None:
     """Run a training job with its Debugger rules, like CreateTrainingJob on SageMaker.
 
     SPEC_FILE is a CreateTrainingJob request (JSON or YAML, e.g. the body the SageMaker Python SDK
@@ -130,7 +145,10 @@ def run(ctx: click.Context, spec_file: Path | None, entry_point: str | None, sou
       sdlocal run --entry-point train.py -p lr=0.1 --rule VanishingGradient --rule-param threshold=1e-6
     """
     from launcher.job import RunOptions, run_job, stop_on_signals
-    from launcher.runtime import ProcessRuntime
+    from launcher.runtime._control import StopWatcher, register, unregister
+    from launcher.runtime._docker_config import RuleLimits
+    from launcher.runtime._select import select_runtime
+    from launcher.s3 import sdlocal_home
     from launcher.spec import DEFAULT_S3_OUTPUT_PATH, JobSpec, load_request
 
     try:
@@ -148,11 +166,23 @@ def run(ctx: click.Context, spec_file: Path | None, entry_point: str | None, sou
     for warning in spec.warnings:
         click.echo(f"Warning: {warning}", err=True)
     options = RunOptions(poll_interval_s=poll_interval, rule_timeout_s=rule_timeout, overwrite=overwrite)
+    echo = lambda line: click.echo(line, err=True)  # noqa: E731
+    chosen = select_runtime(runtime, rule_images=[r.image for r in spec.debug_rules], training_image=spec.training_image,
+                            limits=RuleLimits.from_flags(rule_memory, rule_cpus), keep=keep_containers, echo=echo)
+    job_dir = _job_dir(spec.job_name, work_dir)
+    home = sdlocal_home()
     stop = threading.Event()
-    with stop_on_signals(stop):
-        result = run_job(spec, job_dir=_job_dir(spec.job_name, work_dir), endpoint=_endpoint(s3_endpoint_url),
-                         runtime=ProcessRuntime(), options=options, stop=stop,
-                         echo=lambda line: click.echo(line, err=True))
+    watcher = StopWatcher(job_dir.root, stop)
+    with stop_on_signals(stop):  # also while cleaning up: a second Ctrl-C must not skip the cleanup
+        try:
+            register(home, spec.job_name, job_dir.root)
+            watcher.start()
+            result = run_job(spec, job_dir=job_dir, endpoint=_endpoint(s3_endpoint_url), runtime=chosen,
+                             options=options, stop=stop, echo=echo)
+        finally:
+            watcher.close()
+            chosen.close()
+            unregister(home, spec.job_name)
     _print_statuses(result.statuses, as_json)
     if result.stopped:
         ctx.exit(130)
@@ -175,6 +205,70 @@ def summary(job_name: str, s3_output_path: str | None, s3_endpoint_url: str | No
     client = _endpoint(s3_endpoint_url).client()
     refs = rules_of_job(client, job_name, output_path=s3_output_path, job_dir=_job_dir(job_name, work_dir).root)
     _print_statuses(rule_job_summary(client, refs), as_json)
+
+
+@cli.command()
+@click.argument("job_name")
+@click.option("--rule", "rule_name", metavar="NAME", help="The log of this rule's evaluator instead of training's.")
+@_work_dir_option
+def logs(job_name: str, rule_name: str | None, work_dir: Path | None) -> None:
+    """Print the training log of JOB_NAME (or one rule evaluator's), for either runtime."""
+    job_dir = _job_dir(job_name, work_dir)
+    if not job_dir.root.is_dir():
+        raise click.ClickException(f"unknown job {job_name}: no job folder at {job_dir.root}")
+    path = job_dir.rule_log(rule_name) if rule_name else job_dir.logs / "training.log"
+    if not path.is_file():
+        known = sorted(p.name[len("rule-"):-len(".log")] for p in job_dir.logs.glob("rule-*.log"))
+        what = f"rule {rule_name!r}" if rule_name else "training"
+        raise click.ClickException(f"job {job_name} has no {what} log (rules with logs: {', '.join(known) or 'none'})")
+    click.echo(path.read_text(errors="replace"), nl=False)
+
+
+@cli.command()
+@click.argument("job_name")
+@_work_dir_option
+@click.option("--timeout", type=float, default=60.0, show_default=True,
+              help="Seconds to wait for the running launcher to stop the job.")
+def stop(job_name: str, work_dir: Path | None, timeout: float) -> None:
+    """Stop a running job from another terminal (its rules end `Stopped`, as with Ctrl-C).
+
+    With no `sdlocal run` alive for JOB_NAME, removes the job's leftover containers and network."""
+    from launcher.runtime._control import find_running, request_stop, wait_ended
+    from launcher.s3 import sdlocal_home
+
+    home = sdlocal_home()
+    running = find_running(home, job_name)
+    if running is not None:
+        request_stop(running.job_dir)
+        if not wait_ended(home, running, timeout):
+            raise click.ClickException(f"asked job {job_name} to stop; its launcher (pid {running.pid}) "
+                                       f"is still running after {timeout:g} s")
+        click.echo(f"stopped job {job_name}")
+        return
+    removed = _remove_job_containers(job_name)
+    if removed:
+        click.echo(f"job {job_name} had no running launcher; removed {', '.join(removed)}")
+    elif _job_dir(job_name, work_dir).root.is_dir():
+        click.echo(f"job {job_name} is not running")
+    else:
+        raise click.ClickException(f"unknown job {job_name}: not running, no containers, no job folder")
+
+
+def _remove_job_containers(job_name: str) -> list[str]:
+    """Containers and networks labelled with the job (none when no Docker engine answers)."""
+    try:
+        import docker
+
+        client = docker.from_env(timeout=30)
+        client.ping()
+    except Exception:  # noqa: BLE001 - no engine: nothing of the job can be left in it
+        return []
+    from launcher.runtime._docker import remove_run
+
+    try:
+        return remove_run(client, {"sdlocal.job": job_name})
+    finally:
+        client.close()
 
 
 @cli.command()

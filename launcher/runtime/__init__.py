@@ -1,4 +1,4 @@
-"""Runtimes: where the training job and the rule evaluators run."""
+"""Runtimes: where the training job and the rule evaluators run (`select_runtime` picks one)."""
 from launcher.runtime._base import Handle, RuleLaunch, Runtime, TrainingLaunch
 from launcher.runtime._process import ProcessHandle, ProcessRuntime, wait_all
 

@@ -1,7 +1,7 @@
 """Where training and rule evaluators run: the `Runtime` interface and its launch options.
 
 A runtime turns a frozen launch description into a running `Handle`. `ProcessRuntime` runs
-subprocesses on this host; a docker runtime (later) maps the same options with `to_docker_kwargs()`.
+subprocesses on this host; `DockerRuntime` runs containers (launcher/runtime/_docker.py).
 """
 from __future__ import annotations
 
@@ -131,3 +131,6 @@ class Runtime(abc.ABC):
 
     @abc.abstractmethod
     def start_rule(self, launch: RuleLaunch) -> Handle: ...
+
+    def close(self) -> None:  # noqa: B027 - optional: only runtimes that hold resources override it
+        """Release what the runtime holds (containers, networks) once the job ended; idempotent."""

@@ -1,0 +1,116 @@
+"""Controlling a running job from another terminal (`sdlocal stop JOB`).
+
+A running `sdlocal run` registers itself in `$SDLOCAL_HOME/running/<job>.json` (pid, job folder)
+and polls `<job folder>/stop-request`; `sdlocal stop` creates that file and waits (deadline) for
+the launcher to end the job as `Stopped`. With no launcher alive, it removes the job's containers
+by label instead.
+"""
+from __future__ import annotations
+
+import json
+import os
+import threading
+import time
+from collections.abc import Callable
+from dataclasses import dataclass
+from pathlib import Path
+
+STOP_FILE = "stop-request"
+
+
+@dataclass(frozen=True)
+class RunningJob:
+    job_name: str
+    pid: int
+    job_dir: Path
+
+
+def _entry(home: Path, job_name: str) -> Path:
+    return home / "running" / f"{job_name}.json"
+
+
+def _alive(pid: int) -> bool:
+    try:
+        os.kill(pid, 0)
+    except ProcessLookupError:
+        return False
+    except PermissionError:
+        return True
+    return True
+
+
+def register(home: Path, job_name: str, job_dir: Path, pid: int | None = None) -> Path:
+    path = _entry(home, job_name)
+    path.parent.mkdir(parents=True, exist_ok=True)
+    path.write_text(json.dumps({"pid": pid or os.getpid(), "job_dir": str(job_dir)}))
+    return path
+
+
+def unregister(home: Path, job_name: str) -> None:
+    _entry(home, job_name).unlink(missing_ok=True)
+
+
+def find_running(home: Path, job_name: str) -> RunningJob | None:
+    """The job's launcher if it is alive (a stale entry of a dead launcher is removed)."""
+    path = _entry(home, job_name)
+    try:
+        data = json.loads(path.read_text())
+        job = RunningJob(job_name, int(data["pid"]), Path(data["job_dir"]))
+    except (OSError, ValueError, KeyError, TypeError):
+        return None
+    if not _alive(job.pid):
+        path.unlink(missing_ok=True)
+        return None
+    return job
+
+
+def request_stop(job_dir: Path) -> Path:
+    path = job_dir / STOP_FILE
+    path.parent.mkdir(parents=True, exist_ok=True)
+    path.write_text(str(time.time()))
+    return path
+
+
+def wait_ended(home: Path, job: RunningJob, timeout: float, *, clock: Callable[[], float] = time.monotonic,
+               sleep: Callable[[float], None] = time.sleep) -> bool:
+    """True when the launcher unregistered or died within `timeout` seconds."""
+    deadline = clock() + timeout
+    while find_running(home, job.job_name) is not None:
+        if clock() > deadline:
+            return False
+        sleep(0.2)
+    return True
+
+
+class StopWatcher:
+    """Sets `event` when `<job_dir>/stop-request` appears (one written before the watch started is
+    ignored: it belongs to an earlier run of the same job name). Polls until `close()`."""
+
+    def __init__(self, job_dir: Path, event: threading.Event, interval: float = 0.5) -> None:
+        self.path = job_dir / STOP_FILE
+        self.event = event
+        self.interval = interval
+        self.started = time.time()
+        self._closed = threading.Event()
+        self._thread = threading.Thread(target=self._run, name="sdlocal-stop-watch", daemon=True)
+
+    def start(self) -> StopWatcher:
+        self._thread.start()
+        return self
+
+    def _requested(self) -> bool:
+        try:
+            return self.path.stat().st_mtime >= self.started - 1.0
+        except OSError:
+            return False
+
+    def _run(self) -> None:
+        while not self._closed.wait(self.interval):
+            if self._requested():
+                self.event.set()
+                return
+
+    def close(self) -> None:
+        self._closed.set()
+        self._thread.join(5.0)
+        self.path.unlink(missing_ok=True)

@@ -1,0 +1,297 @@
+"""`DockerRuntime`: the training container and one evaluator container per rule, on a per-job
+internal network whose only way out is an S3 gateway container.
+
+    evaluator ─┐ job network (internal) ┌ s3-gateway ─ default bridge ─ host relay (docker0 IP) ─ S3 endpoint
+    training  ─┘                        └ (relay)
+
+Every container and the network carry `sdlocal.job`, `sdlocal.run` and `sdlocal.role` labels
+(`sdlocal.rule` for evaluators); `close()` removes this run's containers and network unless `keep`.
+Container output is copied, as it comes, into the job's log files (`sdlocal logs` works after removal).
+"""
+from __future__ import annotations
+
+import contextlib
+import math
+import os
+import threading
+import uuid
+from collections.abc import Callable
+from pathlib import Path
+from typing import Any
+
+from launcher.errors import RuntimeLaunchError
+from launcher.runtime import _relay
+from launcher.runtime._base import Handle, RuleLaunch, Runtime, TrainingLaunch
+from launcher.runtime._docker_config import (
+    GATEWAY_PORT,
+    Endpoint,
+    RuleLimits,
+    container_name,
+    map_env,
+    rule_file_mounts,
+    rule_image,
+    training_image,
+    training_mounts,
+    write_container_config,
+)
+
+GATEWAY_ALIAS = "sdlocal-s3"
+_HARDENING: dict[str, Any] = {
+    "read_only": True,
+    "tmpfs": {"/tmp": "rw,nosuid,nodev,size=512m"},
+    "cap_drop": ["ALL"],
+    "security_opt": ["no-new-privileges:true"],
+}
+_NOBODY = "65534:65534"
+
+
+def _docker_errors() -> tuple[type[BaseException], ...]:
+    import docker.errors
+    import requests.exceptions
+
+    return (docker.errors.DockerException, requests.exceptions.RequestException)
+
+
+class DockerHandle(Handle):
+    """A started container: a thread waits for its exit, another copies its output to `log_path`."""
+
+    def __init__(self, name: str, log_path: Path, container: Any, labels: dict[str, str]) -> None:
+        super().__init__(name, log_path, labels)
+        self.container = container
+        self._exit: int | None = None
+        self._done = threading.Event()
+        self._closing = threading.Event()
+        log_path.parent.mkdir(parents=True, exist_ok=True)
+        self._log_thread = threading.Thread(target=self._copy_logs, name=f"logs {name}", daemon=True)
+        self._wait_thread = threading.Thread(target=self._wait, name=f"wait {name}", daemon=True)
+        self._log_thread.start()
+        self._wait_thread.start()
+
+    def _copy_logs(self) -> None:
+        with open(self.log_path, "ab") as log, contextlib.suppress(*_docker_errors()):
+            for chunk in self.container.logs(stream=True, follow=True):
+                log.write(chunk)
+                log.flush()
+
+    def _wait(self) -> None:
+        import docker.errors
+        import requests.exceptions
+
+        code = 137
+        while not self._closing.is_set():
+            try:
+                code = int(self.container.wait(timeout=60)["StatusCode"])
+                break
+            except (requests.exceptions.ReadTimeout, requests.exceptions.ConnectionError):
+                continue  # the engine's wait has no end of its own: ask again
+            except docker.errors.NotFound:
+                break  # removed under us (sdlocal stop, docker rm -f): killed
+            except docker.errors.DockerException:
+                break
+        self._log_thread.join(10.0)  # the log file holds the last lines before poll() says "exited"
+        self._exit = code
+        self._done.set()
+
+    def poll(self) -> int | None:
+        return self._exit
+
+    def wait(self, timeout: float) -> int | None:
+        self._done.wait(max(timeout, 0.0))
+        return self._exit
+
+    def stop(self, grace: float) -> int | None:
+        """`docker stop` (SIGTERM, SIGKILL after `grace`); the exit code."""
+        if not self._done.is_set():
+            with contextlib.suppress(*_docker_errors()):
+                self.container.stop(timeout=max(1, math.ceil(grace)))
+            if self.wait(15.0) is None:
+                with contextlib.suppress(*_docker_errors()):
+                    self.container.kill()
+                self.wait(15.0)
+        return self._exit
+
+    def release(self) -> None:
+        self._closing.set()
+
+
+class DockerRuntime(Runtime):
+    """One job's containers. Create it per job run; call `close()` when the job ended (always)."""
+
+    def __init__(
+        self,
+        client: Any,
+        *,
+        training_image: str,
+        evaluator_image: str,
+        limits: RuleLimits | None = None,
+        keep: bool = False,
+        training_internet: bool = True,
+        echo: Callable[[str], None] = print,
+        run_id: str | None = None,
+    ) -> None:
+        self.client = client
+        self.training_image = training_image
+        self.evaluator_image = evaluator_image
+        self.limits = limits or RuleLimits()
+        self.keep = keep
+        self.training_internet = training_internet
+        self.echo = echo
+        self.run_id = run_id or uuid.uuid4().hex[:8]
+        self.handles: list[DockerHandle] = []
+        self._network: Any = None
+        self._gateway: Any = None
+        self._relay: _relay.ThreadRelay | None = None
+        self._gateway_url: str | None = None
+        self._aws = False  # AWS's own S3: no gateway, the containers need the internet
+        self._lock = threading.Lock()
+
+    # -- images ----------------------------------------------------------------------------------
+    def image_exists(self, image: str) -> bool:
+        import docker.errors
+
+        try:
+            self.client.images.get(image)
+            return True
+        except docker.errors.ImageNotFound:
+            return False
+
+    def missing_images(self, rule_images: list[str | None], training: str | None) -> list[str]:
+        """The images this job would run that are not present locally (checked before anything starts)."""
+        needed = [training_image(training, self.training_image, self.image_exists)[0]]
+        needed += [rule_image(image, self.evaluator_image) for image in rule_images]
+        if rule_images:
+            needed.append(self.evaluator_image)  # the S3 gateway runs on it
+        return [image for image in dict.fromkeys(needed) if not self.image_exists(image)]
+
+    # -- network ---------------------------------------------------------------------------------
+    def _labels(self, job: str, role: str, **extra: str) -> dict[str, str]:
+        return {"sdlocal.job": job, "sdlocal.run": self.run_id, "sdlocal.role": role, **extra}
+
+    def _ensure_network(self, job: str, env: dict[str, str]) -> dict[str, str]:
+        """The job network and S3 gateway (first call); returns `env` with the endpoint rewritten."""
+        with self._lock:
+            if self._network is None:
+                endpoint_url = env.get("AWS_ENDPOINT_URL_S3")
+                self._aws = not endpoint_url
+                self._network = self.client.networks.create(
+                    container_name("sdlocal", job, self.run_id), driver="bridge", internal=not self._aws,
+                    labels=self._labels(job, "network"), check_duplicate=True,
+                )
+                if endpoint_url:
+                    self._start_gateway(job, Endpoint.parse(endpoint_url))
+                else:
+                    self.echo("S3 is AWS's own: the job's containers get internet access (no S3 gateway)")
+        if self._gateway_url:
+            env = {**env, "AWS_ENDPOINT_URL_S3": self._gateway_url}
+        if self._aws:
+            env.update({k: v for k, v in os.environ.items()
+                        if k in ("AWS_ACCESS_KEY_ID", "AWS_SECRET_ACCESS_KEY", "AWS_SESSION_TOKEN",
+                                 "AWS_DEFAULT_REGION", "AWS_REGION") and k not in env})
+        return env
+
+    def _bridge_gateway_ip(self) -> str:
+        bridge = self.client.networks.get("bridge")
+        for cfg in bridge.attrs.get("IPAM", {}).get("Config") or []:
+            if cfg.get("Gateway"):
+                return str(cfg["Gateway"])
+        raise RuntimeLaunchError("docker's default bridge network has no gateway address")
+
+    def _start_gateway(self, job: str, endpoint: Endpoint) -> None:
+        host_ip = self._bridge_gateway_ip()
+        self._relay = _relay.ThreadRelay(host_ip, endpoint.host, endpoint.port)
+        source = Path(_relay.__file__).read_text()
+        container = self.client.containers.create(
+            self.evaluator_image, entrypoint=["python", "-c", source],
+            command=["0.0.0.0", str(GATEWAY_PORT), host_ip, str(self._relay.port)],
+            name=container_name("sdlocal", job, "s3-gateway", self.run_id),
+            labels=self._labels(job, "s3-gateway"), network="bridge", user=_NOBODY,
+            mem_limit=128 * 1024**2, nano_cpus=int(0.5e9), pids_limit=64, **_HARDENING,
+        )
+        self._gateway = container
+        self._network.connect(container, aliases=[GATEWAY_ALIAS])
+        container.start()
+        container.reload()
+        ip = container.attrs["NetworkSettings"]["Networks"][self._network.name]["IPAddress"]
+        self._gateway_url = endpoint.via(ip)
+
+    # -- containers ------------------------------------------------------------------------------
+    def _run(self, name: str, log_path: Path, labels: dict[str, str], internet: bool, **kwargs: Any) -> DockerHandle:
+        try:
+            container = self.client.containers.create(
+                name=container_name("sdlocal", labels["sdlocal.job"], *name.split(), self.run_id),
+                labels=labels, network=self._network.name, init=True, **kwargs,
+            )
+            if internet and not self._aws:
+                self.client.networks.get("bridge").connect(container)
+            container.start()
+        except _docker_errors() as e:
+            raise RuntimeLaunchError(f"cannot start {name}: {' '.join(str(e).split())}") from e
+        handle = DockerHandle(name, log_path, container, labels)
+        self.handles.append(handle)
+        return handle
+
+    def start_training(self, launch: TrainingLaunch) -> DockerHandle:
+        env = self._ensure_network(launch.job_name, launch.container_env())
+        image, note = training_image(launch.image, self.training_image, self.image_exists)
+        if note:
+            self.echo(note)
+        container_config = launch.config_dir.with_name("config.container")
+        mounts = training_mounts(launch.source_dir, launch.config_dir, launch.model_dir, container_config)
+        write_container_config(launch.config_dir, container_config, mounts)
+        env = {**map_env(env, mounts), "HOME": "/tmp"}
+        argv = launch.argv("python")
+        return self._run(
+            f"training {launch.job_name}", launch.log_path, self._labels(launch.job_name, "training"),
+            self.training_internet, image=image, entrypoint=argv[:1], command=argv[1:], environment=env,
+            working_dir="/opt/ml/code", user=f"{os.getuid()}:{os.getgid()}",
+            volumes=dict(m.to_volume() for m in mounts), shm_size="1g",
+        )
+
+    def start_rule(self, launch: RuleLaunch) -> DockerHandle:
+        env = self._ensure_network(launch.job_name, launch.to_env())
+        params, mounts = rule_file_mounts(dict(launch.rule_parameters))
+        if mounts:
+            import json
+
+            env["SDLOCAL_RULE_PARAMETERS"] = json.dumps(params)
+        image = rule_image(launch.image, self.evaluator_image)
+        return self._run(
+            f"rule {launch.rule_name}", launch.log_path,
+            self._labels(launch.job_name, "rule", **{"sdlocal.rule": launch.rule_name}), False,
+            image=image, environment={**env, "HOME": "/tmp"}, user=self._rule_user(image),
+            working_dir="/tmp", volumes=dict(m.to_volume() for m in mounts),
+            **_HARDENING, **self.limits.to_docker_kwargs(),
+        )
+
+    def _rule_user(self, image: str) -> str:
+        """The image's own user unless it is root (then nobody): evaluators never run as root."""
+        user = str(self.client.images.get(image).attrs.get("Config", {}).get("User") or "")
+        return _NOBODY if user.split(":")[0] in ("", "0", "root") else user
+
+    # -- cleanup ---------------------------------------------------------------------------------
+    def close(self) -> None:
+        """Stop and remove this run's containers and network (unless `keep`); stop the host relay."""
+        if not self.keep:
+            remove_run(self.client, {"sdlocal.run": self.run_id})
+        for handle in self.handles:
+            handle.release()
+        if self._relay is not None:
+            self._relay.close()
+            self._relay = None
+
+
+def remove_run(client: Any, labels: dict[str, str]) -> list[str]:
+    """Remove (force) every container and network carrying `labels`; the names removed."""
+    import docker.errors
+
+    filters = {"label": [f"{k}={v}" for k, v in labels.items()]}
+    removed = []
+    for container in client.containers.list(all=True, filters=filters):
+        with contextlib.suppress(docker.errors.NotFound):
+            container.remove(force=True)
+            removed.append(container.name)
+    for network in client.networks.list(filters=filters):
+        with contextlib.suppress(docker.errors.NotFound):
+            network.remove()
+            removed.append(network.name)
+    return removed

@@ -1,0 +1,197 @@
+"""The pure parts of the docker runtime: image mapping, host→container path rewriting, limits.
+
+No docker calls here: everything is a function of its arguments (unit-tested without an engine).
+"""
+from __future__ import annotations
+
+import json
+import re
+from collections.abc import Callable, Iterable, Mapping
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Any
+from urllib.parse import urlsplit
+
+from launcher._values import is_debugger_rule_image
+from launcher.errors import RuntimeLaunchError
+
+OPT_ML = "/opt/ml"
+CODE_DIR = f"{OPT_ML}/code"
+CONFIG_DIR = f"{OPT_ML}/input/config"
+OUTPUT_DIR = f"{OPT_ML}/output"
+MODEL_DIR = f"{OPT_ML}/model"
+RULES_DIR = f"{OPT_ML}/rules"
+GATEWAY_PORT = 9000
+_ECR = re.compile(r"^\d{12}\.dkr\.ecr\.[a-z0-9-]+\.amazonaws\.com(\.cn)?/")
+_MEMORY = re.compile(r"^\s*(\d+(?:\.\d+)?)\s*([kmgt]?)i?b?\s*$", re.IGNORECASE)
+_NAME_CHARS = re.compile(r"[^a-zA-Z0-9_.-]+")
+
+
+class LimitsError(RuntimeLaunchError):
+    """A resource limit flag could not be parsed; names the flag."""
+
+    def __init__(self, field: str, message: str) -> None:
+        self.field = field
+        super().__init__(f"{field}: {message}")
+
+
+def parse_memory(value: str | int, field: str = "--rule-memory") -> int:
+    """'2g', '512m', '2GiB', '1073741824' → bytes (binary units, as docker)."""
+    if isinstance(value, int):
+        number, unit = float(value), ""
+    else:
+        match = _MEMORY.match(value)
+        if not match:
+            raise LimitsError(field, f"{value!r} is not a memory size like 512m or 2g")
+        number, unit = float(match.group(1)), match.group(2).lower()
+    size = int(number * 1024 ** "_kmgt".index(unit or "_"))
+    if size < 32 * 1024 * 1024:
+        raise LimitsError(field, f"{value!r} is below docker's usable minimum (32m)")
+    return size
+
+
+def parse_cpus(value: str | float, field: str = "--rule-cpus") -> float:
+    try:
+        cpus = float(value)
+    except (TypeError, ValueError):
+        raise LimitsError(field, f"{value!r} is not a number of CPUs like 1 or 0.5") from None
+    if not 0.01 <= cpus <= 1024:
+        raise LimitsError(field, f"{value!r} must be between 0.01 and 1024")
+    return cpus
+
+
+@dataclass(frozen=True)
+class RuleLimits:
+    """Resource limits of one evaluator container (defaults: 2 GiB, 1 CPU, 256 processes)."""
+
+    memory_bytes: int = 2 * 1024**3
+    cpus: float = 1.0
+    pids: int = 256
+
+    @classmethod
+    def from_flags(cls, memory: str | None = None, cpus: str | None = None) -> RuleLimits:
+        default = cls()
+        return cls(
+            parse_memory(memory) if memory is not None else default.memory_bytes,
+            parse_cpus(cpus) if cpus is not None else default.cpus,
+        )
+
+    def to_docker_kwargs(self) -> dict[str, Any]:
+        return {"mem_limit": self.memory_bytes, "memswap_limit": self.memory_bytes,
+                "nano_cpus": int(self.cpus * 1e9), "pids_limit": self.pids}
+
+
+def is_ecr_image(image: str) -> bool:
+    return bool(_ECR.match(image))
+
+
+def rule_image(requested: str | None, evaluator_image: str) -> str:
+    """SageMaker's built-in rule images (or none) → our evaluator image; any other image runs as a
+    custom rule image with the same environment contract."""
+    return evaluator_image if is_debugger_rule_image(requested) else str(requested)
+
+
+def training_image(requested: str | None, default: str, exists: Callable[[str], bool]) -> tuple[str, str | None]:
+    """(image to run, a note to say or None). A local image is used as given; ECR deep-learning
+    images and anything not present locally map to our training image."""
+    if not requested:
+        return default, None
+    if exists(requested):
+        return requested, None
+    why = "a SageMaker ECR image" if is_ecr_image(requested) else "not a local image"
+    return default, f"TrainingImage {requested} is {why}; running it as {default}"
+
+
+def container_name(*parts: str) -> str:
+    """A docker-valid container/network name from free text (rule names may hold any printable)."""
+    name = "-".join(_NAME_CHARS.sub("_", p).strip("_.-") or "x" for p in parts)
+    return name[:200]
+
+
+@dataclass(frozen=True)
+class Mount:
+    host: Path  # what a host path under `host` maps to
+    container: str
+    read_only: bool = False
+    source: Path | None = None  # the host path actually mounted, when it differs (a rewritten copy)
+
+    def to_volume(self) -> tuple[str, dict[str, str]]:
+        return str(self.source or self.host), {"bind": self.container, "mode": "ro" if self.read_only else "rw"}
+
+
+def map_path(value: str, mounts: Iterable[Mount]) -> str:
+    """A host path under a mount → the container's path; anything else unchanged."""
+    for m in sorted(mounts, key=lambda m: len(str(m.host)), reverse=True):
+        host = str(m.host)
+        if value == host:
+            return m.container
+        if value.startswith(host.rstrip("/") + "/"):
+            return m.container + value[len(host.rstrip("/")):]
+    return value
+
+
+def map_json(data: Any, mounts: Iterable[Mount]) -> Any:
+    """Every string of a JSON document that is a mounted host path, rewritten (config files)."""
+    mounts = list(mounts)
+    if isinstance(data, str):
+        return map_path(data, mounts)
+    if isinstance(data, list):
+        return [map_json(v, mounts) for v in data]
+    if isinstance(data, dict):
+        return {k: map_json(v, mounts) for k, v in data.items()}
+    return data
+
+
+def map_env(env: Mapping[str, str], mounts: Iterable[Mount]) -> dict[str, str]:
+    mounts = list(mounts)
+    return {k: map_path(v, mounts) for k, v in env.items()}
+
+
+def training_mounts(source_dir: Path, config_dir: Path, model_dir: Path, container_config: Path) -> list[Mount]:
+    """The training container's /opt/ml. `config_dir` is the job's `input/config` (JobDir layout:
+    the job root is two levels up, its `output/` is the hook's output that the launcher uploads)."""
+    job_root = config_dir.parent.parent
+    return [
+        Mount(source_dir, CODE_DIR, read_only=True),
+        Mount(config_dir, CONFIG_DIR, read_only=True, source=container_config),
+        Mount(job_root / "output", OUTPUT_DIR),
+        Mount(model_dir, MODEL_DIR),
+    ]
+
+
+def write_container_config(config_dir: Path, dest: Path, mounts: Iterable[Mount]) -> None:
+    """Copy `input/config/*.json` to `dest` with host paths (LocalPath, ...) rewritten."""
+    mounts = list(mounts)
+    dest.mkdir(parents=True, exist_ok=True)
+    for path in sorted(config_dir.glob("*.json")):
+        data = json.loads(path.read_text())
+        (dest / path.name).write_text(json.dumps(map_json(data, mounts), indent=2) + "\n")
+
+
+@dataclass(frozen=True)
+class Endpoint:
+    """An S3 endpoint URL taken apart: where the host relay forwards to."""
+
+    scheme: str
+    host: str
+    port: int
+
+    @classmethod
+    def parse(cls, url: str) -> Endpoint:
+        parts = urlsplit(url)
+        if parts.scheme not in ("http", "https") or not parts.hostname:
+            raise RuntimeLaunchError(f"AWS_ENDPOINT_URL_S3 {url!r} is not an http(s)://host[:port] URL")
+        return cls(parts.scheme, parts.hostname, parts.port or (443 if parts.scheme == "https" else 80))
+
+    def via(self, gateway_ip: str) -> str:
+        """The URL containers use: the gateway's IP (an IP keeps botocore on path-style addressing)."""
+        return f"{self.scheme}://{gateway_ip}:{GATEWAY_PORT}"
+
+
+def rule_file_mounts(parameters: Mapping[str, str]) -> tuple[dict[str, str], list[Mount]]:
+    """A custom rule given as a host file (source_s3_uri=/abs/path.py) is mounted read-only."""
+    src = parameters.get("source_s3_uri")
+    if not src or "://" in src or not Path(src).is_file():
+        return dict(parameters), []
+    mount = Mount(Path(src), f"{RULES_DIR}/{Path(src).name}", read_only=True)
+    return {**parameters, "source_s3_uri": mount.container}, [mount]

@@ -16,7 +16,9 @@ from collections.abc import Callable, Iterator
 from dataclasses import dataclass
 from typing import Any
 
+from evaluator.actions import StopRequest
 from launcher._values import split_s3_uri
+from launcher.actions import StopRequestWatcher
 from launcher.errors import JobError
 from launcher.platform import JobDir, Uploader, UploadTarget, write_configs, write_end_marker
 from launcher.runtime import Handle, RuleLaunch, Runtime, TrainingLaunch
@@ -33,6 +35,7 @@ class RunOptions:
     upload_interval_s: float = 1.0
     rule_timeout_s: float = 600.0  # how long evaluators may run on after training ended
     stop_grace_s: float = 10.0
+    action_poll_interval_s: float = 1.0  # how often to look for rules' StopTraining requests
     collections_timeout_s: float | None = None
     overwrite: bool = False
 
@@ -41,12 +44,24 @@ class RunOptions:
 class JobResult:
     job_name: str
     training_exit_code: int | None
-    stopped: bool
+    stopped: bool  # stopped by the user (Ctrl-C, SIGTERM, `stop`)
     statuses: list[dict[str, Any]]
+    stopped_by_rule: StopRequest | None = None  # a rule's StopTraining action stopped training
 
     @property
     def training_failed(self) -> bool:
+        # A job stopped by a rule's action is `Stopped`, not `Failed` (the SageMaker SDK's wait
+        # accepts Completed and Stopped); its rules finish their evaluation.
+        if self.stopped_by_rule is not None and not self.stopped:
+            return False
         return self.stopped or self.training_exit_code != 0
+
+    @property
+    def training_status(self) -> str:
+        """TrainingJobStatus in SageMaker's words: Completed, Failed or Stopped."""
+        if self.stopped or self.stopped_by_rule is not None:
+            return "Stopped"
+        return "Completed" if self.training_exit_code == 0 else "Failed"
 
 
 @contextlib.contextmanager
@@ -81,6 +96,7 @@ def run_job(
     client = client or endpoint.client()
     echo(endpoint.describe())
     _prepare(spec, job_dir, endpoint, client, options.overwrite)
+    spec = spec.with_uploaded_rule_code(lambda path, uri: _put_file(client, path, uri))
     write_configs(spec, job_dir, endpoint.url)
     if spec.profiler_rules:
         echo(f"Profiler rules are not evaluated yet: {', '.join(r.name for r in spec.profiler_rules)}")
@@ -94,15 +110,26 @@ def run_job(
     handles: dict[str, Handle] = {}
     training: Handle | None = None
     exit_code: int | None = None
+    stopped_by: StopRequest | None = None
     try:
         uploader.start()
         for rule in spec.debug_rules:
             handles[rule.name] = runtime.start_rule(_rule_launch(spec, rule, job_dir, options, child_env))
         training = runtime.start_training(_training_launch(spec, job_dir, child_env))
         echo(f"Training job {spec.job_name} started ({len(handles)} rule evaluator(s)); logs in {job_dir.logs}")
+        watcher = StopRequestWatcher(client, spec.job_name, {r.name: r.output for r in spec.debug_rules},
+                                     interval=options.action_poll_interval_s, clock=clock,
+                                     on_ignored=lambda r: echo(_ignored_stop(r, spec.job_name)))
         while (exit_code := training.wait(0.2)) is None and not stop.is_set():
-            pass
-        if exit_code is None:
+            if (stopped_by := watcher.poll()) is not None:
+                break
+        if stopped_by is not None:
+            at = f" at step {stopped_by.step}" if stopped_by.step is not None else ""
+            echo(f"Rule {stopped_by.rule_configuration_name} fired{at}: StopTraining action, stopping the training job ...")
+            exit_code = training.stop(options.stop_grace_s)
+            echo(f"Training job {spec.job_name} Stopped by rule {stopped_by.rule_configuration_name}; "
+                 "the rules finish their evaluation")
+        elif exit_code is None:
             echo("Stopping the training job ...")
             training.stop(options.stop_grace_s)
         else:
@@ -113,7 +140,7 @@ def run_job(
         if training is not None and training.poll() is None:
             training.stop(options.stop_grace_s)
         try:
-            if stop.is_set() or training is None or exit_code is None:
+            if stop.is_set() or training is None or (exit_code is None and stopped_by is None):
                 _stop_rules(spec, handles, client, options, "Stopped", "Stopped: the training job was stopped")
         finally:
             uploader.finish()
@@ -123,7 +150,17 @@ def run_job(
     if upload_errors:
         echo(f"Warning: {len(upload_errors)} upload attempt(s) failed; last: {upload_errors[-1]}")
     refs = [RuleRef(r.name, r.output, r.kind) for r in spec.debug_rules + spec.profiler_rules]
-    return JobResult(spec.job_name, exit_code, stop.is_set(), rule_job_summary(client, refs))
+    return JobResult(spec.job_name, exit_code, stop.is_set(), rule_job_summary(client, refs), stopped_by)
+
+
+def _put_file(client: Any, path: Any, uri: str) -> None:
+    bucket, key = split_s3_uri(uri)
+    client.put_object(Bucket=bucket, Key=key, Body=path.read_bytes())
+
+
+def _ignored_stop(request: StopRequest, job_name: str) -> str:
+    return (f"Rule {request.rule_configuration_name} requested StopTraining for jobs starting with "
+            f"{request.training_job_prefix!r}: not {job_name}, ignored")
 
 
 def _prepare(spec: JobSpec, job_dir: JobDir, endpoint: S3Endpoint, client: Any, overwrite: bool) -> None:

@@ -9,8 +9,8 @@ from __future__ import annotations
 
 import ast
 import json
-from collections.abc import Mapping
-from dataclasses import dataclass, field
+from collections.abc import Callable, Mapping
+from dataclasses import dataclass, field, replace
 from datetime import datetime, timezone
 from pathlib import Path
 from typing import Any
@@ -78,6 +78,12 @@ class RuleSpec:
     def is_custom(self) -> bool:
         return "source_s3_uri" in self.parameters
 
+    @property
+    def local_rule_file(self) -> Path | None:
+        """A custom rule's file on this host (not yet uploaded), else None."""
+        src = self.parameters.get("source_s3_uri")
+        return Path(src) if src and "://" not in src else None
+
 
 @dataclass(frozen=True)
 class ProfilerSpec:
@@ -116,6 +122,26 @@ class JobSpec:
     @property
     def debug_output(self) -> str:
         return f"{self.job_output}/debug-output"
+
+    def rule_code_uri(self, rule: RuleSpec) -> str:
+        """Where a local custom rule file goes: `<job output>/rule-code/<RuleConfigurationName>/<file>`."""
+        path = rule.local_rule_file
+        if path is None:
+            raise ValueError(f"rule {rule.name} has no local rule file")
+        return f"{self.job_output}/rule-code/{rule.name}/{path.name}"
+
+    def with_uploaded_rule_code(self, upload: Callable[[Path, str], None]) -> JobSpec:
+        """Upload each local custom rule file (`upload(path, s3_uri)`, as the SageMaker SDK does
+        before CreateTrainingJob) and return the spec whose `source_s3_uri`s name the uploads, so
+        that evaluators anywhere (containers cannot see this host's files) download them."""
+        rules = []
+        for rule in self.debug_rules:
+            if rule.local_rule_file is not None:
+                uri = self.rule_code_uri(rule)
+                upload(rule.local_rule_file, uri)
+                rule = replace(rule, parameters={**rule.parameters, "source_s3_uri": uri})
+            rules.append(rule)
+        return replace(self, debug_rules=tuple(rules))
 
     @classmethod
     def from_request(

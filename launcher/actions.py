@@ -1,0 +1,64 @@
+"""The launcher's side of the StopTraining action: watch the rules' outputs for the stop request an
+evaluator writes when its rule fires (`<rule-output>/actions/stop-training.json`,
+evaluator/actions.py) and say when the running job must stop.
+
+A request stops the job only if the job's name starts with its `training_job_prefix` (SageMaker:
+"the prefix of the training job to stop"); one that does not match is reported once and ignored.
+Client and clock are injected; `poll()` lists nothing more often than every `interval` seconds.
+"""
+from __future__ import annotations
+
+import time
+from collections.abc import Callable, Mapping
+from typing import Any
+
+from evaluator.actions import STOP_REQUEST_KEY, StopRequest
+from launcher._values import split_s3_uri
+
+
+class StopRequestWatcher:
+    def __init__(
+        self,
+        client: Any,
+        job_name: str,
+        rule_outputs: Mapping[str, str],  # RuleConfigurationName -> s3://.../rule-output/<name>
+        *,
+        interval: float = 1.0,
+        clock: Callable[[], float] = time.monotonic,
+        on_ignored: Callable[[StopRequest], None] | None = None,
+    ) -> None:
+        self.client = client
+        self.job_name = job_name
+        self._pending = dict(rule_outputs)
+        self.interval = interval
+        self.clock = clock
+        self.on_ignored = on_ignored
+        self._last: float | None = None
+
+    def poll(self) -> StopRequest | None:
+        """A stop request for this job, if one arrived since the last look (at most once per interval)."""
+        now = self.clock()
+        if self._last is not None and now - self._last < self.interval:
+            return None
+        self._last = now
+        for name, output in list(self._pending.items()):
+            request = self._read(output)
+            if request is None:
+                continue
+            del self._pending[name]  # each rule requests at most once
+            if request.matches(self.job_name):
+                return request
+            if self.on_ignored is not None:
+                self.on_ignored(request)
+        return None
+
+    def _read(self, rule_output: str) -> StopRequest | None:
+        bucket, prefix = split_s3_uri(rule_output)
+        try:
+            body = self.client.get_object(Bucket=bucket, Key=f"{prefix}/{STOP_REQUEST_KEY}")["Body"].read()
+        except self.client.exceptions.NoSuchKey:
+            return None
+        try:
+            return StopRequest.from_json(body)
+        except ValueError:
+            return None  # torn or foreign: look again next time

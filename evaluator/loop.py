@@ -1,5 +1,12 @@
 """The evaluator loop: follow a (live) trial, evaluate each complete step once, in order, and turn
-verdicts into SageMaker rule statuses. Clock and sleep are injected; every wait has a deadline."""
+verdicts into SageMaker rule statuses. Clock and sleep are injected; every wait has a deadline.
+
+Rules that judge time rather than data (StalledTrainingRule) may define
+`invoke_idle(idle_s: float) -> Verdict | bool`: the loop calls it on every poll of a live trial
+that brought no new step, with the seconds since the loop last saw a new step (or since the
+evaluation began, when no step has arrived yet), measured with the injected `clock`. Its
+CONDITION_MET counts as the rule firing at the last evaluated step (0 before any step).
+"""
 from __future__ import annotations
 
 import datetime as _dt
@@ -43,6 +50,28 @@ class _Reporter:
         return candidate
 
 
+def _check_idle(
+    idle_check: Callable[[float], Any],
+    idle_s: float,
+    rule: Rule,
+    reporter: _Reporter,
+    fired_at: int | None,
+    last_step: int | None,
+) -> int | None:
+    """Ask a time-based rule about a poll without new steps; report IssuesFound the first time
+    it fires. Returns the (possibly new) step the rule first fired at."""
+    result = idle_check(idle_s)
+    fired = result.fired if isinstance(result, Verdict) else bool(result)
+    if fired and fired_at is None:
+        fired_at = last_step if last_step is not None else 0
+        reporter.report(
+            status=Status.ISSUES_FOUND,
+            status_details=condition_met_details(rule.rule_name, fired_at),
+            last_evaluated_step=last_step,
+        )
+    return fired_at
+
+
 def evaluate(
     trial: Any,
     rule: Rule,
@@ -84,6 +113,9 @@ def evaluate(
 
     last_step: int | None = None
     fired_at: int | None = None
+    idle_check: Callable[[float], Any] | None = getattr(rule, "invoke_idle", None)
+    newest_seen: int | None = None
+    progress_at = started  # when the loop last saw a new step (clock time)
     while True:
         step: int | None = None
         if stop_requested is not None and stop_requested():
@@ -93,6 +125,11 @@ def evaluate(
             trial.refresh()
             steps = trial.steps(show_incomplete_steps=assume_ended)
             reached_end = False
+            if steps and (newest_seen is None or steps[-1] > newest_seen):
+                newest_seen = steps[-1]
+                progress_at = clock()
+            elif idle_check is not None and not ended:
+                fired_at = _check_idle(idle_check, clock() - progress_at, rule, reporter, fired_at, last_step)
             for candidate in steps:
                 step = candidate
                 if last_step is not None and step <= last_step:

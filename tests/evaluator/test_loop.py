@@ -56,7 +56,7 @@ class Recording(Rule):
 
 def run(tmp_path: Path, batches: list[list[float]], rule_factory, **kwargs):  # type: ignore[no-untyped-def]
     TrialWriter(tmp_path).write_collections(COLLECTIONS)
-    clock = Clock()
+    clock = kwargs.pop("clock", None) or Clock()
     statuses: list[RuleStatus] = []
     trial = create_trial(str(tmp_path))
     rule = rule_factory(trial)
@@ -154,3 +154,75 @@ def test_mixed_modes_and_missing_tensors_are_not_errors(tmp_path: Path) -> None:
 
     final = evaluate(trial, VanishingGradient(trial), sleep=lambda s: None)
     assert final.status is Status.ISSUES_FOUND and "at step 2 " in final.status_details
+
+
+# ---- time-based rules: invoke_idle -------------------------------------------------------------
+
+class Idle(Recording):
+    """Records the idle times the loop reports; fires once idle ≥ 3 s."""
+
+    def __init__(self, base_trial):  # type: ignore[no-untyped-def]
+        super().__init__(base_trial)
+        self.idle: list[float] = []
+
+    def invoke_idle(self, idle_s: float) -> bool:
+        self.idle.append(idle_s)
+        return idle_s >= 3
+
+
+def test_idle_is_called_only_on_polls_without_new_steps(tmp_path: Path) -> None:
+    # polls at t=0 (no step), 1 (steps 0,1), 2 (none), 3 (step 2), 4, 5 (none), then the end marker
+    final, statuses, rule = run(tmp_path, [[1, 2], [], [3]], lambda t: Idle(t))
+    assert rule.seen == [0, 1, 2]
+    assert rule.idle == [0.0, 1.0]  # t=0 since start, t=2 since t=1; at t=4 the training had ended
+    assert final.status is Status.NO_ISSUES_FOUND
+
+
+def test_idle_fire_is_issues_found_at_the_last_evaluated_step(tmp_path: Path) -> None:
+    clock = Clock()
+    stall = grower(tmp_path, [[1, 2]], clock, end=False)
+    writer = TrialWriter(tmp_path)
+
+    def sleep(seconds: float) -> None:
+        stall(seconds)
+        if clock.now >= 8:  # a stop request would end the training
+            writer.write_end_marker()
+
+    final, statuses, rule = run(tmp_path, [], lambda t: Idle(t), sleep=sleep, clock=clock)
+    fired = [s for s in statuses if s.status is Status.ISSUES_FOUND]
+    assert fired[0].status_details.endswith("rule Idle at step 1 resulted in the condition being met")
+    assert rule.idle[:4] == [0.0, 1.0, 2.0, 3.0]  # fired at t=4 (3 s after step 1 was seen at t=1)
+    assert final.status is Status.ISSUES_FOUND and final.last_evaluated_step == 1
+
+
+def test_idle_without_any_step_counts_from_the_start(tmp_path: Path) -> None:
+    clock = Clock()
+    TrialWriter(tmp_path).write_collections(COLLECTIONS)
+    trial = create_trial(str(tmp_path))
+    rule = Idle(trial)
+    final = evaluate(trial, rule, interval=1.0, deadline=5.0, clock=clock,
+                     sleep=lambda s: setattr(clock, "now", clock.now + s))
+    assert rule.idle == [0.0, 1.0, 2.0, 3.0, 4.0, 5.0]
+    # fired (at "step 0": none was evaluated), then the deadline passed without the end marker
+    assert final.status is Status.ERROR and "deadline" in final.status_details
+
+
+def test_idle_not_called_for_ended_or_finished_trials(tmp_path: Path) -> None:
+    writer = TrialWriter(tmp_path)
+    writer.write_collections(COLLECTIONS)
+    writer.write_step(0, "TRAIN", 0, [(W, np.ones(2))])
+    writer.write_end_marker()
+    trial = create_trial(str(tmp_path))
+    rule = Idle(trial)
+    final = evaluate(trial, rule, sleep=lambda s: None)
+    assert rule.idle == [] and final.status is Status.NO_ISSUES_FOUND
+
+
+def test_idle_exception_is_error(tmp_path: Path) -> None:
+    class BrokenIdle(Idle):
+        def invoke_idle(self, idle_s: float) -> bool:
+            raise RuntimeError("no clock")
+
+    final, _, _ = run(tmp_path, [[], [1]], lambda t: BrokenIdle(t))
+    assert final.status is Status.ERROR
+    assert final.status_details == "ClientError: Rule BrokenIdle failed: RuntimeError: no clock"

@@ -1,0 +1,153 @@
+"""PoorWeightInitialization: symptoms of a bad initialization in the first steps of training."""
+from __future__ import annotations
+
+import math
+import re
+from typing import Any
+
+import numpy as np
+
+from evaluator.errors import RuleParameterError
+from evaluator.params import parse_float, parse_int, parse_str_list
+from evaluator.rule import Rule, Verdict
+from evaluator.rules._select import TensorSelection, reduction_or_none, value_or_none
+from trial.modes import ModeKeys
+
+
+class PoorWeightInitialization(Rule):
+    """Fires, during the first `steps` steps only, on any of three symptoms of a poor initialization:
+
+    1. activation inputs: max/min of their variances across layers > `threshold` (a layer with
+       zero variance beside one with a positive variance counts as an infinite ratio). The inputs
+       are the `relu_input` collection (`collection_names`) ∪ the tensors matching
+       `activation_inputs_regex`; a layer is one tensor; its variance is over all its elements
+       (NaN left out), from the hook's saved `variance` reduction when the raw value was not
+       saved. Needs two layers with a variance at the step.
+    2. gradients: p95 − p5 of the pooled elements of every `gradients` tensor saved at the step
+       (finite values only; raw values needed) < `distribution_range`.
+    3. loss not decreasing within patience: the first loss of the window (the mean of the
+       `losses` tensors at the first step that has one) is the baseline; at the first step at least
+       `patience` steps after it, the rule fires unless a loss in between (that step included) was
+       strictly lower than the baseline. Judged once. A NaN loss is never lower. (A single-point
+       rule such as "a new minimum every `patience` steps" cries wolf on noisy per-batch losses;
+       this one only asks that training made *some* progress on the starting loss.)
+
+    Steps are TRAIN steps when the trial has any (EVAL steps are not evaluated), else global
+    steps; "the first `steps` steps" are those numbered below `steps`; later steps are not
+    evaluated. A step where no symptom could be judged is not evaluated. With `patience` >=
+    `steps` the loss is never judged.
+    """
+
+    group = "deep learning"
+
+    def __init__(
+        self,
+        base_trial: Any,
+        activation_inputs_regex: object = ".*relu_input",
+        threshold: object = 10.0,
+        distribution_range: object = 0.001,
+        patience: object = 5,
+        steps: object = 10,
+        collection_names: object = "relu_input",
+        action_str: str = "",
+    ) -> None:
+        super().__init__(base_trial, action_str=action_str)
+        rule = self.rule_name
+        for text in parse_str_list(rule, "activation_inputs_regex", activation_inputs_regex):
+            try:
+                re.compile(text)
+            except re.error as exc:
+                raise RuleParameterError(rule, "activation_inputs_regex", text, f"not a regular expression ({exc})") from None
+        self.activations = TensorSelection(rule, collection_names, activation_inputs_regex, select_all_if_empty=False)
+        self.threshold = float(parse_float(rule, "threshold", threshold, minimum=1.0))  # type: ignore[arg-type]
+        self.distribution_range = float(parse_float(rule, "distribution_range", distribution_range, minimum=0.0))  # type: ignore[arg-type]
+        self.patience = int(parse_int(rule, "patience", patience, minimum=1))  # type: ignore[arg-type]
+        self.steps = int(parse_int(rule, "steps", steps, minimum=1))  # type: ignore[arg-type]
+        self.gradients = TensorSelection(rule, "gradients", None, select_all_if_empty=False)
+        self.losses = TensorSelection(rule, "losses", None, select_all_if_empty=False)
+        self._baseline: tuple[int, float] | None = None  # (position, loss)
+        self._lower_seen = False
+        self._loss_judged = False
+
+    def _position(self, step: int) -> int | None:
+        if ModeKeys.TRAIN not in set(self.base_trial.modes()):
+            return step
+        mode, mode_step = self.base_trial.mode_modestep(step)
+        if mode is None or ModeKeys(mode) is not ModeKeys.TRAIN or mode_step is None:
+            return None
+        return int(mode_step)
+
+    def _variance_ratio(self, step: int) -> float | None:
+        variances = []
+        for name in self.activations.names(self.base_trial, step):
+            tensor = self.base_trial.tensor(name)
+            raw = value_or_none(tensor, step)
+            if raw is not None:
+                finite = raw[~np.isnan(raw)] if np.issubdtype(raw.dtype, np.floating) else raw
+                var = float(np.var(finite.astype(np.float64))) if finite.size else math.nan
+            else:
+                var = reduction_or_none(tensor, step, "variance") or math.nan
+            if math.isfinite(var):
+                variances.append(var)
+        if len(variances) < 2 or max(variances) == 0.0:
+            return None
+        low, high = min(variances), max(variances)
+        return math.inf if low == 0.0 else high / low
+
+    def _gradient_spread(self, step: int) -> float | None:
+        parts = []
+        for name in self.gradients.names(self.base_trial, step):
+            raw = value_or_none(self.base_trial.tensor(name), step)
+            if raw is not None and raw.size:
+                flat = raw.astype(np.float64).ravel()
+                parts.append(flat[np.isfinite(flat)])
+        pooled = np.concatenate(parts) if parts else np.empty(0)
+        if pooled.size == 0:
+            return None
+        p5, p95 = np.percentile(pooled, [5, 95])
+        return float(p95 - p5)
+
+    def _loss(self, step: int) -> float:
+        values = [value_or_none(self.base_trial.tensor(n), step) for n in self.losses.names(self.base_trial, step)]
+        means = [float(np.mean(v)) for v in values if v is not None and v.size]
+        return float(np.mean(means)) if means else math.nan
+
+    def _loss_stalled(self, step: int, position: int) -> bool | None:
+        """None while the loss cannot be judged (yet, or any more)."""
+        if self._loss_judged:
+            return None
+        loss = self._loss(step)
+        if self._baseline is None:
+            if not math.isnan(loss):
+                self._baseline = (position, loss)
+            return None
+        if not math.isnan(loss) and loss < self._baseline[1]:
+            self._lower_seen = True
+        if position - self._baseline[0] < self.patience:
+            return None
+        self._loss_judged = True
+        return not self._lower_seen
+
+    def invoke_at_step(self, step: int) -> Verdict:
+        position = self._position(step)
+        if position is None or position >= self.steps:
+            return Verdict.NOT_EVALUATED
+        findings = []
+        ratio = self._variance_ratio(step)
+        if ratio is not None:
+            findings.append(ratio > self.threshold)
+            if findings[-1]:
+                self.logger.debug("%s: activation input variances differ %gx at step %d", self.rule_name, ratio, step)
+        spread = self._gradient_spread(step)
+        if spread is not None:
+            findings.append(spread < self.distribution_range)
+            if findings[-1]:
+                self.logger.debug("%s: gradient p95-p5 = %g at step %d", self.rule_name, spread, step)
+        stalled = self._loss_stalled(step, position)
+        if stalled is not None:
+            findings.append(stalled)
+            if stalled:
+                self.logger.debug("%s: loss not below %s within %d steps", self.rule_name, self._baseline, self.patience)
+        if not findings:
+            return Verdict.NOT_EVALUATED
+        return Verdict.CONDITION_MET if any(findings) else Verdict.CONDITION_NOT_MET

@@ -104,3 +104,149 @@ def test_wait_all_and_exit_codes(tmp_path: Path) -> None:
     handles = [runtime.start_training(training_launch(tmp_path)) for _ in range(2)]
     assert wait_all(list(handles), timeout=30)
     assert [h.poll() for h in handles] == [3, 3]
+
+
+# ---- docker runtime: the pure parts (no engine needed) -------------------------------------------------
+
+from launcher.errors import RuntimeLaunchError  # noqa: E402
+from launcher.runtime._control import StopWatcher, request_stop  # noqa: E402
+from launcher.runtime._docker_config import (  # noqa: E402
+    Endpoint,
+    LimitsError,
+    RuleLimits,
+    container_name,
+    map_env,
+    rule_file_mounts,
+    rule_image,
+    training_image,
+    training_mounts,
+    write_container_config,
+)
+from launcher.runtime._relay import ThreadRelay  # noqa: E402
+from launcher.runtime._select import select_runtime  # noqa: E402
+
+RULES_ECR = "503895931360.dkr.ecr.us-east-1.amazonaws.com/sagemaker-debugger-rules:latest"
+DLC_ECR = "763104351884.dkr.ecr.us-east-1.amazonaws.com/pytorch-training:2.0.0-cpu-py310"
+
+
+def test_rule_limits_parsing() -> None:
+    assert RuleLimits.from_flags() == RuleLimits(2 * 1024**3, 1.0)
+    assert RuleLimits.from_flags("512m", "0.5") == RuleLimits(512 * 1024**2, 0.5)
+    assert RuleLimits.from_flags("2GiB").memory_bytes == 2 * 1024**3
+    assert RuleLimits.from_flags("1.5g").memory_bytes == int(1.5 * 1024**3)
+    kwargs = RuleLimits.from_flags("1g", "2").to_docker_kwargs()
+    assert kwargs["mem_limit"] == kwargs["memswap_limit"] == 1024**3 and kwargs["nano_cpus"] == 2_000_000_000
+    for memory, cpus, field in (("lots", None, "--rule-memory"), ("1m", None, "--rule-memory"),
+                                (None, "x", "--rule-cpus"), (None, "0", "--rule-cpus")):
+        with pytest.raises(LimitsError) as err:
+            RuleLimits.from_flags(memory, cpus)
+        assert err.value.field == field and str(err.value).startswith(field)
+
+
+def test_image_mapping() -> None:
+    assert rule_image(None, "ev:1") == "ev:1"
+    assert rule_image(RULES_ECR, "ev:1") == "ev:1"
+    assert rule_image("my-rules:latest", "ev:1") == "my-rules:latest"
+    assert training_image(None, "tr:1", lambda _: True) == ("tr:1", None)
+    assert training_image("mine:2", "tr:1", lambda i: i == "mine:2") == ("mine:2", None)
+    image, note = training_image(DLC_ECR, "tr:1", lambda _: False)
+    assert image == "tr:1" and note is not None and "SageMaker ECR image" in note
+    image, note = training_image("nowhere:9", "tr:1", lambda _: False)
+    assert image == "tr:1" and note is not None and "not a local image" in note
+
+
+def test_container_paths_rewritten(tmp_path: Path) -> None:
+    root = tmp_path / "job"
+    config = root / "input" / "config"
+    config.mkdir(parents=True)
+    (config / "debughookconfig.json").write_text(json.dumps(
+        {"LocalPath": str(root / "output" / "tensors"), "S3OutputPath": "s3://b/j/debug-output",
+         "HookParameters": {"save_interval": "5"}}))
+    (config / "tensorboardoutputconfig.json").write_text(json.dumps({"LocalPath": str(root / "output" / "tensorboard")}))
+    source = tmp_path / "src"
+    source.mkdir()
+    mounts = training_mounts(source, config, root / "model", config.with_name("config.container"))
+    write_container_config(config, config.with_name("config.container"), mounts)
+    hook = json.loads((config.with_name("config.container") / "debughookconfig.json").read_text())
+    assert hook["LocalPath"] == "/opt/ml/output/tensors" and hook["S3OutputPath"] == "s3://b/j/debug-output"
+    assert hook["HookParameters"] == {"save_interval": "5"}
+    tb = json.loads((config.with_name("config.container") / "tensorboardoutputconfig.json").read_text())
+    assert tb["LocalPath"] == "/opt/ml/output/tensorboard"
+    # the host copy is untouched (the process runtime's view)
+    assert json.loads((config / "debughookconfig.json").read_text())["LocalPath"] == str(root / "output" / "tensors")
+    launch = TrainingLaunch(job_name="j", entry_point="train.py", source_dir=source, hyperparameters=(),
+                            config_dir=config, model_dir=root / "model", log_path=root / "logs" / "training.log")
+    env = map_env(launch.container_env(), mounts)
+    assert env["SMDEBUG_CONFIG_FILE_PATH"] == "/opt/ml/input/config/debughookconfig.json"
+    assert env["TENSORBOARD_CONFIG_FILE_PATH"] == "/opt/ml/input/config/tensorboardoutputconfig.json"
+    assert env["SM_MODEL_DIR"] == "/opt/ml/model" and env["TRAINING_JOB_NAME"] == "j"
+    volumes = dict(m.to_volume() for m in mounts)
+    assert volumes[str(source)] == {"bind": "/opt/ml/code", "mode": "ro"}
+    assert volumes[str(config.with_name("config.container"))] == {"bind": "/opt/ml/input/config", "mode": "ro"}
+    assert volumes[str(root / "output")] == {"bind": "/opt/ml/output", "mode": "rw"}
+    assert str(config) not in volumes  # the host paths' copy is never mounted
+    assert map_env({"X": str(root) + "-other/file"}, mounts) == {"X": str(root) + "-other/file"}
+
+
+def test_endpoint_and_rule_file(tmp_path: Path) -> None:
+    assert Endpoint.parse("http://127.0.0.1:5000") == Endpoint("http", "127.0.0.1", 5000)
+    assert Endpoint.parse("https://minio.lan").port == 443
+    assert Endpoint.parse("http://localhost:9000").via("172.18.0.2") == "http://172.18.0.2:9000"
+    with pytest.raises(RuntimeLaunchError, match="AWS_ENDPOINT_URL_S3"):
+        Endpoint.parse("localhost:9000")
+    rule = tmp_path / "my_rule.py"
+    rule.write_text("class R: pass\n")
+    params, mounts = rule_file_mounts({"rule_to_invoke": "R", "source_s3_uri": str(rule)})
+    assert params["source_s3_uri"] == "/opt/ml/rules/my_rule.py"
+    assert mounts[0].to_volume() == (str(rule), {"bind": "/opt/ml/rules/my_rule.py", "mode": "ro"})
+    for src in ("s3://b/rules/r.py", "/opt/rules/baked_into_image.py"):
+        assert rule_file_mounts({"source_s3_uri": src}) == ({"source_s3_uri": src}, [])
+    assert container_name("sdlocal", "job-1", "rule", "Loss Not/Decreasing!", "ab12") == \
+        "sdlocal-job-1-rule-Loss_Not_Decreasing-ab12"
+
+
+def test_thread_relay_forwards_to_s3(moto_server: str, s3_client, bucket: str) -> None:  # type: ignore[no-untyped-def]
+    import boto3
+
+    endpoint = Endpoint.parse(moto_server)
+    relay = ThreadRelay("127.0.0.1", endpoint.host, endpoint.port)
+    try:
+        via = boto3.client("s3", endpoint_url=f"http://127.0.0.1:{relay.port}", region_name="us-east-1")
+        via.put_object(Bucket=bucket, Key="k", Body=b"x" * 300_000)
+        assert s3_client.get_object(Bucket=bucket, Key="k")["Body"].read() == b"x" * 300_000
+        assert via.get_object(Bucket=bucket, Key="k")["Body"].read() == b"x" * 300_000
+    finally:
+        relay.close()
+    with pytest.raises(OSError):
+        import socket
+
+        socket.create_connection(("127.0.0.1", relay.port), timeout=2).close()
+
+
+def test_stop_watcher(tmp_path: Path) -> None:
+    import threading
+
+    old = request_stop(tmp_path)
+    os.utime(old, (time.time() - 60, time.time() - 60))  # an earlier run's request: ignored
+    event = threading.Event()
+    watcher = StopWatcher(tmp_path, event, interval=0.05).start()
+    try:
+        assert not event.wait(0.3)
+        request_stop(tmp_path)
+        assert event.wait(10)
+    finally:
+        watcher.close()
+    assert not (tmp_path / "stop-request").exists()
+
+
+def test_select_runtime_without_engine() -> None:
+    def no_engine() -> None:
+        raise ConnectionError("connection refused")
+
+    lines: list[str] = []
+    common = {"rule_images": [None], "training_image": None, "echo": lines.append, "docker_client": no_engine}
+    assert isinstance(select_runtime("process", **common), ProcessRuntime)  # type: ignore[arg-type]
+    assert isinstance(select_runtime("auto", **common), ProcessRuntime)  # type: ignore[arg-type]
+    assert lines == ["Runtime: process (no Docker engine answers (connection refused))"]
+    with pytest.raises(RuntimeLaunchError, match="--runtime docker: no Docker engine answers"):
+        select_runtime("docker", **common)  # type: ignore[arg-type]

@@ -1,0 +1,79 @@
+"""The hook configuration of every detection run, built as `sdlocal run` builds it.
+
+`sdlocal run` merges the default collections of the job's built-in rules into the request's
+CollectionConfigurations (launcher/_collections.py). A detection run stands for a job with ALL
+built-in rules attached, so it gets all their defaults, plus a short `save_interval` in
+HookParameters (which, as under `sdlocal run`, replaces the rules' `save_interval=500`), plus the
+explicit entries a user would add for rules whose data is not in any rule default (listed in the
+matrix footnotes).
+"""
+from __future__ import annotations
+
+from collections.abc import Iterable, Mapping
+from pathlib import Path
+from typing import Any
+
+from evaluator.registry import BUILTIN_RULES
+from hook.config import HookConfig
+from hook.errors import HookConfigError
+from launcher._collections import CollectionConfig, merge_collections, rule_default_collections
+
+# Every built-in Debugger rule of rules.md (the XGBoost ones do not apply to PyTorch training).
+EXPECTED_RULES: tuple[str, ...] = (
+    "VanishingGradient", "ExplodingTensor", "AllZero", "ClassImbalance", "LossNotDecreasing", "Overfit",
+    "Overtraining", "SimilarAcrossRuns", "StalledTrainingRule", "TensorVariance", "UnchangedTensor",
+    "CheckInputImages", "NLPSequenceRatio", "Confusion", "DeadRelu", "PoorWeightInitialization",
+    "SaturatedActivation", "WeightUpdateRatio",
+)
+
+SAVE_INTERVAL = "1"
+
+# Collections a user adds explicitly (CollectionConfigurations) so that rules whose defaults
+# (smdebug_rulesconfig) name no collection, or an MXNet-style regex, see this PyTorch model's data.
+USER_COLLECTIONS: tuple[CollectionConfig, ...] = (
+    CollectionConfig("labels", {}),
+    CollectionConfig("predictions", {}),
+    CollectionConfig("tanh_input", {}),
+    CollectionConfig("sigmoid_input", {}),
+    CollectionConfig("input_image", {"include_regex": "^ConvNet_input_0$"}),
+)
+
+
+def present_rules() -> list[str]:
+    """The rules of EXPECTED_RULES that exist now (discovered at run time), in EXPECTED order."""
+    return [r for r in EXPECTED_RULES if r in BUILTIN_RULES]
+
+
+def missing_rules() -> list[str]:
+    return [r for r in EXPECTED_RULES if r not in BUILTIN_RULES]
+
+
+def hook_supports(collection: CollectionConfig) -> bool:
+    """Whether our hook accepts this collection entry (a collection it does not know needs an
+    include_regex; until the hook knows `labels`, `tanh_input`, ... those entries are left out)."""
+    try:
+        HookConfig.from_dict({"CollectionConfigurations": [collection.to_request()]})
+    except HookConfigError:
+        return False
+    return True
+
+
+def hook_request(
+    rules: Iterable[str] | None = None,
+    user_collections: Iterable[CollectionConfig] = USER_COLLECTIONS,
+    hook_parameters: Mapping[str, str] | None = None,
+) -> dict[str, Any]:
+    """DebugHookConfig's HookParameters + merged CollectionConfigurations, as `sdlocal run` writes
+    them into debughookconfig.json (without LocalPath)."""
+    params = dict(hook_parameters or {"save_interval": SAVE_INTERVAL})
+    names = list(rules) if rules is not None else list(EXPECTED_RULES)
+    defaults = [c for r in names for c in rule_default_collections(r)]
+    entries = [c for c in user_collections if hook_supports(c)]
+    merged = merge_collections(entries, defaults, params)
+    return {"HookParameters": params, "CollectionConfigurations": [c.to_request() for c in merged]}
+
+
+def hook_config(local_path: str | Path, request: Mapping[str, Any] | None = None) -> HookConfig:
+    body = dict(request if request is not None else hook_request())
+    body["LocalPath"] = str(local_path)
+    return HookConfig.from_dict(body)

@@ -1,0 +1,181 @@
+"""Train every scenario, then evaluate every built-in rule on every run through
+`evaluator.api.evaluate_trial` (what `sdlocal evaluate` runs) and collect the matrix."""
+from __future__ import annotations
+
+import shutil
+import threading
+import time
+from collections.abc import Callable, Iterable, Mapping
+from dataclasses import asdict, dataclass, field
+from pathlib import Path
+from typing import Any
+
+from detection.errors import DetectionError
+from detection.hookconfig import EXPECTED_RULES, missing_rules, present_rules
+from detection.scenarios import SCENARIOS, Scenario
+from detection.training import train
+from evaluator.api import evaluate_trial
+from evaluator.status import RuleStatus, Status
+
+# Parameters a user must give these rules on ANY run to point them at the data (they have no
+# default for it): used on healthy and fault runs alike, listed in the matrix footnotes.
+RULE_PARAMETERS: Mapping[str, Mapping[str, str]] = {
+    "AllZero": {"collection_names": "weights,gradients"},
+    "TensorVariance": {"collection_names": "weights", "max_threshold": "1000", "min_threshold": "1e-8"},
+    "CheckInputImages": {"regex": "^ConvNet_input_0$"},
+}
+RERUN_SUFFIX = "~rerun"  # a healthy run trained again with the same seed (SimilarAcrossRuns' partner)
+
+FIRED, SILENT, ERROR, NOT_EVALUATED, MISSING = "fired", "silent", "error", "not evaluated", "missing"
+
+
+@dataclass(frozen=True)
+class Cell:
+    rule: str
+    run: str
+    state: str  # FIRED | SILENT | ERROR | NOT_EVALUATED | MISSING
+    expected: str | None  # "fire" on a target, "silent" on a healthy run, None: not judged
+    parameters: Mapping[str, str] = field(default_factory=dict)
+    details: str = ""
+    seconds: float = 0.0
+
+    @property
+    def wrong(self) -> bool:
+        if self.state == MISSING:
+            return False  # reported separately (the rule does not exist yet)
+        if self.state == ERROR:
+            return True
+        if self.expected == "fire":
+            return self.state != FIRED
+        if self.expected == "silent":
+            return self.state == FIRED
+        return False
+
+
+@dataclass(frozen=True)
+class RunInfo:
+    name: str
+    description: str
+    healthy: bool
+    targets: tuple[str, ...]
+    seconds: float
+    losses: Mapping[str, float]
+
+
+@dataclass
+class Results:
+    rules: list[str]
+    missing: list[str]
+    runs: list[RunInfo] = field(default_factory=list)
+    cells: list[Cell] = field(default_factory=list)
+
+    def cell(self, rule: str, run: str) -> Cell:
+        for c in self.cells:
+            if c.rule == rule and c.run == run:
+                return c
+        raise KeyError((rule, run))
+
+    def wrong(self) -> list[Cell]:
+        return [c for c in self.cells if c.wrong]
+
+    def to_dict(self) -> dict[str, Any]:
+        return {"rules": self.rules, "missing_rules": self.missing,
+                "runs": [asdict(r) for r in self.runs], "cells": [asdict(c) for c in self.cells]}
+
+
+def _state(status: RuleStatus) -> str:
+    return {Status.ISSUES_FOUND: FIRED, Status.NO_ISSUES_FOUND: SILENT}.get(status.status, ERROR)
+
+
+def parameters_for(rule: str, scenario: Scenario, trial_of: Callable[[str], Path]) -> dict[str, str] | None:
+    """The RuleParameters of `rule` on `scenario`'s run; None when the cell cannot be evaluated
+    (SimilarAcrossRuns on a run with nothing to compare with)."""
+    params = dict(RULE_PARAMETERS.get(rule, {}))
+    params.update(scenario.rule_parameters.get(rule, {}))
+    if rule == "SimilarAcrossRuns":
+        partner = scenario.compare_with or (scenario.name + RERUN_SUFFIX if scenario.healthy else None)
+        if partner is None:
+            return None
+        params["other_trials"] = str(trial_of(partner))
+    return params
+
+
+def _evaluate(rule: str, run: str, trial: Path, params: dict[str, str], expected: str | None,
+              *, follow: bool = False) -> Cell:
+    started = time.monotonic()
+    status = evaluate_trial(str(trial), rule, params, follow=follow, interval=0.25 if follow else 1.0,
+                            deadline=120.0, job_name=run)
+    return Cell(rule, run, _state(status), expected, params, status.status_details,
+                round(time.monotonic() - started, 3))
+
+
+def _expected(rule: str, scenario: Scenario) -> str | None:
+    if scenario.healthy:
+        return "silent"
+    return "fire" if rule in scenario.targets else None
+
+
+def run_matrix(workdir: Path, scenarios: Iterable[Scenario] = SCENARIOS,
+               log: Callable[[str], None] = lambda _msg: None) -> Results:
+    """Train every scenario into `workdir/<run>/` and evaluate every rule on every run."""
+    scenarios = list(scenarios)
+    rules = present_rules()
+    results = Results(rules=list(EXPECTED_RULES), missing=missing_rules())
+    trial_of = lambda name: workdir / name  # noqa: E731 - a one-line mapping
+    live: dict[tuple[str, str], Cell] = {}
+
+    names = {s.name for s in scenarios}
+    for scenario in scenarios:
+        if scenario.compare_with and scenario.compare_with not in names:
+            raise DetectionError(f"scenario {scenario.name} compares with unknown run {scenario.compare_with}")
+        for run_name in [scenario.name] + ([scenario.name + RERUN_SUFFIX] if scenario.healthy else []):
+            trial = trial_of(run_name)
+            if trial.exists():
+                shutil.rmtree(trial)
+            followers = _start_followers(scenario, trial, rules, trial_of, live) if run_name == scenario.name else []
+            started = time.monotonic()
+            losses = train(scenario.build(), trial)
+            for t in followers:
+                t.join(timeout=180.0)
+            if run_name == scenario.name:
+                results.runs.append(RunInfo(scenario.name, scenario.description, scenario.healthy, scenario.targets,
+                                            round(time.monotonic() - started, 2), losses))
+            log(f"trained {run_name} in {time.monotonic() - started:.1f} s: {losses}")
+
+    for scenario in scenarios:
+        for rule in EXPECTED_RULES:
+            expected = _expected(rule, scenario)
+            if rule not in rules:
+                results.cells.append(Cell(rule, scenario.name, MISSING, expected))
+                continue
+            if (rule, scenario.name) in live:
+                results.cells.append(live[(rule, scenario.name)])
+                continue
+            params = parameters_for(rule, scenario, trial_of)
+            if params is None:
+                results.cells.append(Cell(rule, scenario.name, NOT_EVALUATED, expected))
+                continue
+            cell = _evaluate(rule, scenario.name, trial_of(scenario.name), params, expected)
+            results.cells.append(cell)
+            if cell.wrong:
+                log(f"WRONG {rule} on {scenario.name}: {cell.state} (expected {expected}) {cell.details}")
+    return results
+
+
+def _start_followers(scenario: Scenario, trial: Path, rules: list[str], trial_of: Callable[[str], Path],
+                     live: dict[tuple[str, str], Cell]) -> list[threading.Thread]:
+    """Rules evaluated on the live trial while it trains (StalledTrainingRule needs time to pass)."""
+    threads = []
+    for rule in scenario.follow:
+        if rule not in rules:
+            continue
+        params = parameters_for(rule, scenario, trial_of) or {}
+
+        def work(rule: str = rule, params: dict[str, str] = params) -> None:
+            live[(rule, scenario.name)] = _evaluate(rule, scenario.name, trial, params,
+                                                    _expected(rule, scenario), follow=True)
+
+        t = threading.Thread(target=work, name=f"follow-{rule}", daemon=True)
+        t.start()
+        threads.append(t)
+    return threads

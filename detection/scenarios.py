@@ -1,0 +1,187 @@
+"""The detection runs: healthy trainings (no rule may fire) and one fault per rule family.
+
+Each scenario builds a `Setup` from a seed. Healthy means really healthy: learnable data, a
+sensible learning rate, normalized inputs, balanced classes. A fault scenario injects one fault
+and names the rules that must fire on it (`targets`); other rules firing there is reported,
+not judged.
+"""
+from __future__ import annotations
+
+from collections.abc import Callable, Mapping
+from dataclasses import dataclass, field, replace
+
+import torch
+
+from detection import models
+from detection.training import Setup
+
+FEATURES, CLASSES = 16, 3
+
+
+@dataclass(frozen=True)
+class Scenario:
+    name: str
+    description: str
+    build: Callable[[], Setup]
+    targets: tuple[str, ...] = ()  # empty: a healthy run
+    # Rule parameters this run needs beyond the per-rule ones (matrix.RULE_PARAMETERS).
+    rule_parameters: Mapping[str, Mapping[str, str]] = field(default_factory=dict)
+    compare_with: str | None = None  # SimilarAcrossRuns' other trial (a run name)
+    follow: tuple[str, ...] = ()  # rules evaluated while the run trains (a live trial)
+
+    @property
+    def healthy(self) -> bool:
+        return not self.targets
+
+
+def _gen(seed: int) -> torch.Generator:
+    torch.manual_seed(seed)
+    return torch.Generator().manual_seed(seed)
+
+
+def _mlp_data(seed: int, n: int = 1024, **kw: object) -> tuple[models.Batch, models.Batch, torch.Generator]:
+    gen = _gen(seed)
+    x, y = models.blobs(n + 64, FEATURES, CLASSES, gen, **kw)  # type: ignore[arg-type]
+    return (x[:n], y[:n]), (x[n:], y[n:]), gen
+
+
+def healthy_mlp(seed: int = 0) -> Setup:
+    train, val, _ = _mlp_data(seed)
+    return Setup(models.MLP(FEATURES, 32, 2, CLASSES), train, val)
+
+
+def healthy_cnn(seed: int = 1) -> Setup:
+    gen = _gen(seed)
+    x, y = models.images(1024 + 64, CLASSES, gen)
+    return Setup(models.ConvNet(CLASSES), (x[:1024], y[:1024]), (x[1024:], y[1024:]))
+
+
+def healthy_text(seed: int = 2) -> Setup:
+    gen = _gen(seed)
+    x, y = models.sequences(1024 + 64, 12, 50, gen, min_len=8, max_len=12)
+    return Setup(models.TextNet(), (x[:1024], y[:1024]), (x[1024:], y[1024:]), lr=0.5)
+
+
+def lr_too_high() -> Setup:
+    return replace(healthy_mlp(), lr=1e4)
+
+
+def sigmoid_chain() -> Setup:
+    train, val, _ = _mlp_data(3)
+    return Setup(models.MLP(FEATURES, 32, 10, CLASSES, act="sigmoid"), train, val)
+
+
+def saturated_tanh() -> Setup:
+    train, val, _ = _mlp_data(4)
+    scale = 60.0  # features in raw units instead of standardized ones
+    return Setup(models.MLP(FEATURES, 32, 2, CLASSES, act="tanh"), (train[0] * scale, train[1]),
+                 (val[0] * scale, val[1]), lr=0.01)
+
+
+def dead_relu() -> Setup:
+    model = models.MLP(FEATURES, 32, 2, CLASSES)
+    with torch.no_grad():
+        for fc in model.linears():
+            fc.bias.fill_(-20.0)  # negative biases: every ReLU input is negative
+    train, val, _ = _mlp_data(5)
+    return Setup(model, train, val)
+
+
+def zero_init() -> Setup:
+    model = models.MLP(FEATURES, 32, 2, CLASSES)
+    with torch.no_grad():
+        for p in model.parameters():
+            p.zero_()
+    train, val, _ = _mlp_data(6)
+    return Setup(model, train, val)
+
+
+def no_optimizer_step() -> Setup:
+    return replace(healthy_mlp(7), optimizer_step=False)
+
+
+def random_labels() -> Setup:
+    train, val, gen = _mlp_data(8)
+    noisy = (train[0], models.relabel(train[1], 1.0, CLASSES, gen))
+    return Setup(models.MLP(FEATURES, 32, 2, CLASSES), noisy, (val[0], models.relabel(val[1], 1.0, CLASSES, gen)),
+                 lr=0.01)
+
+
+def class_imbalance() -> Setup:
+    train, val, _ = _mlp_data(9, weights=[0.96, 0.02, 0.02])
+    return Setup(models.MLP(FEATURES, 32, 2, CLASSES), train, val)
+
+
+def overfit_noisy_labels() -> Setup:
+    """64 training samples with 50% wrong labels, a wide net, many passes; clean validation."""
+    train, val, gen = _mlp_data(10, n=64, spread=2.0)
+    noisy = (train[0], models.relabel(train[1], 0.5, CLASSES, gen))
+    return Setup(models.MLP(FEATURES, 256, 2, CLASSES), noisy, val, steps=120, lr=0.1)
+
+
+def poor_init() -> Setup:
+    model = models.MLP(FEATURES, 32, 3, CLASSES)
+    with torch.no_grad():
+        first, *rest = model.linears()
+        first.weight.mul_(20.0)
+        for fc in rest:
+            fc.weight.mul_(0.05)
+    train, val, _ = _mlp_data(11)
+    return Setup(model, train, val)
+
+
+def unnormalized_images() -> Setup:
+    s = healthy_cnn(12)
+    return replace(s, train=(models.to_pixels(s.train[0]), s.train[1]),
+                   val=(models.to_pixels(s.val[0]), s.val[1]), lr=1e-4)
+
+
+def padded_sequences() -> Setup:
+    gen = _gen(13)
+    x, y = models.sequences(1024 + 64, 12, 50, gen, min_len=2, max_len=4)
+    return Setup(models.TextNet(), (x[:1024], y[:1024]), (x[1024:], y[1024:]), lr=0.5)
+
+
+def changed_seed() -> Setup:
+    return healthy_mlp(seed=14)
+
+
+def stalled() -> Setup:
+    return replace(healthy_mlp(15), steps=12, eval_every=0, stall_after=6, stall_s=5.0)
+
+
+SCENARIOS: tuple[Scenario, ...] = (
+    Scenario("healthy_mlp", "MLP, blobs, seed 0", healthy_mlp),
+    Scenario("healthy_cnn", "CNN, normalized 3×8×8 images, seed 1", healthy_cnn),
+    Scenario("healthy_text", "embedding + linear, token sequences (≤ 33% padding), seed 2", healthy_text),
+    Scenario("lr_too_high", "MLP with lr = 1e4: diverges to inf/NaN", lr_too_high,
+             targets=("ExplodingTensor",)),
+    Scenario("sigmoid_chain", "10 sigmoid layers", sigmoid_chain, targets=("VanishingGradient",)),
+    Scenario("saturated_tanh", "tanh MLP on unscaled inputs (×60)", saturated_tanh,
+             targets=("SaturatedActivation",)),
+    Scenario("dead_relu", "ReLU MLP with biases of -20", dead_relu, targets=("DeadRelu",)),
+    Scenario("zero_init", "all weights and biases initialized to 0", zero_init,
+             targets=("AllZero", "TensorVariance")),
+    Scenario("no_optimizer_step", "optimizer.step() never called: weights never change", no_optimizer_step,
+             targets=("UnchangedTensor", "WeightUpdateRatio", "LossNotDecreasing")),
+    Scenario("random_labels", "labels drawn at random: nothing to learn", random_labels,
+             targets=("LossNotDecreasing", "Confusion")),
+    Scenario("class_imbalance", "class 0 is 96% of the labels", class_imbalance, targets=("ClassImbalance",)),
+    Scenario("overfit_noisy_labels", "64 samples, 50% noisy labels, wide MLP, 120 steps; clean validation",
+             overfit_noisy_labels, targets=("Overfit", "Overtraining")),
+    Scenario("poor_init", "3-layer ReLU MLP, first layer weights ×20, others ×0.05", poor_init,
+             targets=("PoorWeightInitialization",)),
+    Scenario("unnormalized_images", "the CNN on raw 0-255 pixels", unnormalized_images,
+             targets=("CheckInputImages",)),
+    Scenario("padded_sequences", "sequences of 2-4 tokens padded to 12 (≥ 67% padding)", padded_sequences,
+             targets=("NLPSequenceRatio",)),
+    Scenario("changed_seed", "healthy MLP with another seed, compared with healthy_mlp", changed_seed,
+             targets=("SimilarAcrossRuns",), compare_with="healthy_mlp"),
+    Scenario("stalled", "training stops writing for 5 s after 6 steps", stalled,
+             targets=("StalledTrainingRule",), rule_parameters={"StalledTrainingRule": {"threshold": "2"}},
+             follow=("StalledTrainingRule",)),
+)
+
+
+def by_name() -> dict[str, Scenario]:
+    return {s.name: s for s in SCENARIOS}

@@ -53,10 +53,25 @@ BUILTIN_REGEX: dict[str, tuple[str, ...]] = {
     "gradients": ("^gradient",),
     "losses": ("[Ll]oss_(?!input).*output",),
 }
-# Known to smdebug, saved only when configured.
+# Known collections, saved only when configured: their default name regexes. Most also get
+# members by module type or role, found by the hook (hook._members), so they need no regex:
+# relu_*/tanh_*/sigmoid_*: inputs/outputs of nn.ReLU/ReLU6, nn.Tanh, nn.Sigmoid modules; inputs /
+# outputs: the registered model's; input_image: the model's first input when it is 4-D (N, C, H, W);
+# input_sequence: nn.Embedding/EmbeddingBag inputs; labels / predictions: each loss module's target
+# and predicted class ids (`<LossClass>_labels`, `<LossClass>_predictions`).
 OPTIONAL_REGEX: dict[str, tuple[str, ...]] = {
-    "inputs": (r"_input_\d+$",),
-    "outputs": (r"_output_\d+$",),
+    "inputs": (),
+    "outputs": (),
+    "relu_input": (".*relu_input",),
+    "relu_output": (".*relu_output",),
+    "tanh_input": (".*tanh_input",),
+    "tanh_output": (".*tanh_output",),
+    "sigmoid_input": (".*sigmoid_input",),
+    "sigmoid_output": (".*sigmoid_output",),
+    "input_image": (),
+    "input_sequence": (),
+    "labels": (),
+    "predictions": (),
 }
 ALWAYS_SAVED = frozenset({"losses"})
 # Never saved in EVAL/PREDICT (there is no backward pass there).
@@ -229,7 +244,7 @@ class HookConfig:
             regex = base.include_regex
             if "include_regex" in params:
                 regex = tuple(dict.fromkeys(regex + parse_regexes(params["include_regex"], f"{where}.include_regex")))
-            if not regex:
+            if not regex and name not in OPTIONAL_REGEX:
                 raise HookConfigError(f"{where}.include_regex",
                                       f"collection {name!r} is not built in and needs an include_regex")
             modes = _mode_overrides(params, where)

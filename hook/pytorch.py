@@ -21,6 +21,7 @@ from typing import Any
 import numpy as np
 import torch
 
+from hook import _members as members
 from hook._async_writer import AsyncWriter
 from hook._serialize import RAW_ONLY, CollectionsJob, EndMarkerJob, SavePlan, StepJob
 from hook.config import (
@@ -120,7 +121,7 @@ class Hook:
             if gmask and param.requires_grad:
                 self._handles.append(param.register_hook(self._make_grad_hook(gname, gmask)))
         for path, sub in module.named_modules():
-            self._maybe_hook_module(sub, path or cls_name)
+            self._maybe_hook_module(sub, path or cls_name, top=sub is module)
 
     def register_loss(self, loss_module: torch.nn.Module) -> None:
         """Save the outputs of a loss module (`CrossEntropyLoss_output_0`)."""
@@ -129,13 +130,28 @@ class Hook:
         if any(m is loss_module for m in self._loss_modules):
             return
         self._loss_modules.append(loss_module)
-        self._maybe_hook_module(loss_module, loss_module._get_name())
+        name = loss_module._get_name()
+        self._maybe_hook_module(loss_module, name)
+        lbits = members.bit_of(self._colls, members.LABELS) | self._mask_of(name + members.LABELS_SUFFIX)
+        pbits = members.bit_of(self._colls, members.PREDICTIONS) | self._mask_of(name + members.PREDICTIONS_SUFFIX)
+        if lbits or pbits:
+            self._handles.append(loss_module.register_forward_hook(self._make_loss_hook(name, lbits, pbits)))
 
-    def _maybe_hook_module(self, module: torch.nn.Module, name: str) -> None:
+    def _maybe_hook_module(self, module: torch.nn.Module, name: str, top: bool = False) -> None:
+        """A forward hook on `module` only if some saved collection can take its inputs/outputs:
+        by name (include_regex), by module type (hook._members), or as the model's own."""
         in_p, out_p = f"{name}_input_", f"{name}_output_"
-        wanted = any(self._mask_of(p + i) for p in (in_p, out_p) for i in ("0", "1"))
+        in_bits, out_bits = members.type_bits(module, self._colls)
+        image_bit = 0
+        if top:
+            in_bits |= members.bit_of(self._colls, members.MODEL_INPUTS)
+            out_bits |= members.bit_of(self._colls, members.MODEL_OUTPUTS)
+            image_bit = members.bit_of(self._colls, members.INPUT_IMAGE)
+        wanted = in_bits or out_bits or image_bit or any(
+            self._mask_of(p + i) for p in (in_p, out_p) for i in ("0", "1"))
         if wanted:
-            self._handles.append(module.register_forward_hook(self._make_forward_hook(in_p, out_p)))
+            self._handles.append(module.register_forward_hook(
+                self._make_forward_hook(in_p, out_p, in_bits, out_bits, image_bit)))
 
     # ------------------------------------------------------------------ modes and steps
     def set_mode(self, mode: ModeKeys) -> None:
@@ -181,25 +197,53 @@ class Hook:
 
         return on_grad
 
-    def _make_forward_hook(self, in_prefix: str, out_prefix: str) -> Callable[..., None]:
+    def _make_forward_hook(self, in_prefix: str, out_prefix: str, in_bits: int = 0, out_bits: int = 0,
+                           image_bit: int = 0) -> Callable[..., None]:
         def on_forward(module: torch.nn.Module, inputs: Any, outputs: Any) -> None:
             if self._active:
-                self._record_nested(in_prefix, inputs)
-                self._record_nested(out_prefix, outputs)
+                self._record_nested(in_prefix, inputs, in_bits, image_bit)
+                self._record_nested(out_prefix, outputs, out_bits)
 
         return on_forward
 
-    def _record_nested(self, prefix: str, value: Any) -> None:
+    def _record_nested(self, prefix: str, value: Any, extra: int = 0, image_bit: int = 0) -> None:
+        # extra: collections by type/role; image_bit: input_image, for a 4-D first tensor.
         if isinstance(value, torch.Tensor):
             idx = self._io_counts.get(prefix, 0)
             self._io_counts[prefix] = idx + 1
             name = prefix + str(idx)
-            hit = self._mask_of(name) & self._active
+            bits = self._mask_of(name) | extra
+            if image_bit and idx == 0 and value.dim() == 4:
+                bits |= image_bit
+            hit = bits & self._active
             if hit:
                 self._record(name, value, hit)
         elif isinstance(value, (tuple, list)):
             for v in value:
-                self._record_nested(prefix, v)
+                self._record_nested(prefix, v, extra, image_bit)
+
+    def _make_loss_hook(self, loss_name: str, lbits: int, pbits: int) -> Callable[..., None]:
+        lname, pname = loss_name + members.LABELS_SUFFIX, loss_name + members.PREDICTIONS_SUFFIX
+
+        def on_loss(module: torch.nn.Module, inputs: Any, outputs: Any) -> None:
+            lhit, phit = lbits & self._active, pbits & self._active
+            if not (lhit or phit):
+                return
+            labels, predictions = members.labels_and_predictions(module, inputs)
+            if lhit and labels is not None:
+                self._record_rows(lname, labels, lhit)
+            if phit and predictions is not None:
+                self._record_rows(pname, predictions, phit)
+
+        return on_loss
+
+    def _record_rows(self, name: str, tensor: torch.Tensor, mask: int) -> None:
+        # A second call in one step (two losses of one class, micro-batches) appends its rows.
+        prev = self._pending.get(name)
+        if prev is not None and isinstance(prev[0], torch.Tensor) and prev[0].shape[1:] == tensor.shape[1:]:
+            self._pending[name] = (torch.cat([prev[0], tensor.detach().to("cpu")]), prev[1] | mask)
+        else:
+            self._record(name, tensor, mask)
 
     def _record(self, name: str, tensor: torch.Tensor, mask: int) -> None:
         # A copy (the optimizer updates weights in place); on CPU, clone() is the cheaper copy.

@@ -100,10 +100,27 @@ def test_include_regex_list_or_comma_string_and_save_all() -> None:
     assert {c.name for c in cfg.collections_to_save()} == {c.name for c in cfg.collections}
 
 
-def test_inputs_outputs_collections_are_known() -> None:
-    cfg = HookConfig.from_dict({"CollectionConfigurations": [{"CollectionName": "outputs"}]})
-    assert cfg.collection("outputs").matches("layer0_relu_output_0")
-    assert not cfg.collection("outputs").matches("Sequential_fc0.weight")
+@pytest.mark.parametrize("name", ["inputs", "outputs", "labels", "predictions", "input_image", "input_sequence",
+                                  "relu_input", "relu_output", "tanh_input", "tanh_output", "sigmoid_input",
+                                  "sigmoid_output"])
+def test_role_collections_are_known_without_a_regex(name: str) -> None:
+    # Members by module type / role (hook._members); only the activation ones have a name regex.
+    cfg = HookConfig.from_dict({"CollectionConfigurations": [{"CollectionName": name}]})
+    assert name in {c.name for c in cfg.collections_to_save()}
+    assert bool(cfg.collection(name).include_regex) == name.endswith(("_input", "_output"))
+    assert not cfg.collection(name).matches("Sequential_fc0.weight")
+
+
+def test_activation_regex_defaults_merge_with_the_users() -> None:
+    cfg = HookConfig.from_dict({"CollectionConfigurations": [
+        {"CollectionName": "relu_output", "CollectionParameters": {"include_regex": ".*relu_output"}},
+        {"CollectionName": "tanh_input", "CollectionParameters": {"include_regex": "act_in"}},
+        {"CollectionName": "input_image", "CollectionParameters": {"include_regex": ".*hybridsequential0_input_0"}}]})
+    assert cfg.collection("relu_output").include_regex == (".*relu_output",)
+    assert cfg.collection("relu_output").matches("layer0_relu_output_0")
+    assert not cfg.collection("relu_output").matches("layer0_relu_input_0")
+    assert cfg.collection("tanh_input").include_regex == (".*tanh_input", "act_in")
+    assert cfg.collection("input_image").include_regex == (".*hybridsequential0_input_0",)
 
 
 @pytest.mark.parametrize(

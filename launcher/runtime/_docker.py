@@ -11,6 +11,8 @@ Container output is copied, as it comes, into the job's log files (`sdlocal logs
 from __future__ import annotations
 
 import contextlib
+import ipaddress
+import json
 import math
 import os
 import threading
@@ -176,6 +178,9 @@ class DockerRuntime(Runtime):
                 self._network = self.client.networks.create(
                     container_name("sdlocal", job, self.run_id), driver="bridge", internal=not self._aws,
                     labels=self._labels(job, "network"), check_duplicate=True,
+                    # no host address on the job's bridge: its containers cannot reach the host's
+                    # services either (an internal network only stops forwarding, not the host)
+                    options={"com.docker.network.bridge.inhibit_ipv4": "true"} if not self._aws else {},
                 )
                 if endpoint_url:
                     self._start_gateway(job, Endpoint.parse(endpoint_url))
@@ -194,6 +199,8 @@ class DockerRuntime(Runtime):
         for cfg in bridge.attrs.get("IPAM", {}).get("Config") or []:
             if cfg.get("Gateway"):
                 return str(cfg["Gateway"])
+            if cfg.get("Subnet") and ":" not in cfg["Subnet"]:  # the engine gives docker0 the first address
+                return str(ipaddress.ip_network(cfg["Subnet"], strict=False).network_address + 1)
         raise RuntimeLaunchError("docker's default bridge network has no gateway address")
 
     def _start_gateway(self, job: str, endpoint: Endpoint) -> None:
@@ -247,21 +254,20 @@ class DockerRuntime(Runtime):
             volumes=dict(m.to_volume() for m in mounts), shm_size="1g",
         )
 
-    def start_rule(self, launch: RuleLaunch) -> DockerHandle:
+    def start_rule(self, launch: RuleLaunch, **override: Any) -> DockerHandle:
+        """The evaluator container (`override`: container options replaced, e.g. by tests)."""
         env = self._ensure_network(launch.job_name, launch.to_env())
         params, mounts = rule_file_mounts(dict(launch.rule_parameters))
         if mounts:
-            import json
-
             env["SDLOCAL_RULE_PARAMETERS"] = json.dumps(params)
         image = rule_image(launch.image, self.evaluator_image)
-        return self._run(
-            f"rule {launch.rule_name}", launch.log_path,
-            self._labels(launch.job_name, "rule", **{"sdlocal.rule": launch.rule_name}), False,
-            image=image, environment={**env, "HOME": "/tmp"}, user=self._rule_user(image),
-            working_dir="/tmp", volumes=dict(m.to_volume() for m in mounts),
-            **_HARDENING, **self.limits.to_docker_kwargs(),
-        )
+        kwargs = {
+            "image": image, "environment": {**env, "HOME": "/tmp"}, "user": self._rule_user(image),
+            "working_dir": "/tmp", "volumes": dict(m.to_volume() for m in mounts),
+            **_HARDENING, **self.limits.to_docker_kwargs(), **override,
+        }
+        labels = self._labels(launch.job_name, "rule", **{"sdlocal.rule": launch.rule_name})
+        return self._run(f"rule {launch.rule_name}", launch.log_path, labels, False, **kwargs)
 
     def _rule_user(self, image: str) -> str:
         """The image's own user unless it is root (then nobody): evaluators never run as root."""

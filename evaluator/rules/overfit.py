@@ -1,0 +1,128 @@
+"""Overfit: the validation loss runs away from the training loss."""
+from __future__ import annotations
+
+import math
+from typing import Any
+
+import numpy as np
+
+from evaluator.params import parse_float, parse_int
+from evaluator.rule import Rule, Verdict
+from evaluator.rules._select import TensorSelection, value_or_none
+from trial.modes import ModeKeys
+
+
+class _Means:
+    """Running means of losses per tensor name."""
+
+    def __init__(self) -> None:
+        self.sums: dict[str, float] = {}
+        self.counts: dict[str, int] = {}
+
+    def add(self, losses: dict[str, float]) -> None:
+        for name, loss in losses.items():
+            self.sums[name] = self.sums.get(name, 0.0) + loss
+            self.counts[name] = self.counts.get(name, 0) + 1
+
+    def mean(self, name: str) -> float | None:
+        count = self.counts.get(name)
+        return None if not count else self.sums[name] / count
+
+
+class Overfit(Rule):
+    """Fires when (mean validation loss − mean training loss) / mean training loss exceeds
+    `ratio_threshold` for `patience` consecutive evaluations.
+
+    Choices:
+    - An evaluation is one validation pass: a run of consecutive EVAL steps. It compares the mean
+      EVAL loss of the pass with the mean TRAIN (or GLOBAL: a hook that never set a mode) loss of
+      the training steps since the previous pass. The pass is judged at each of its EVAL steps on
+      its mean so far (so the last pass of a training is judged too, without waiting for a next
+      TRAIN step); `patience` counts passes, not EVAL steps.
+    - Global steps before `start_step` are ignored.
+    - Losses are `tensor_regex` if given, else the `losses` collection; each loss tensor is
+      compared with itself across modes. NaN losses are skipped; a training mean of 0 cannot be a
+      denominator and is not judged (a negative one is divided by its absolute value).
+    - A trial without EVAL steps (or without TRAIN steps before them) is never evaluated.
+    """
+
+    group = "universal"
+
+    def __init__(
+        self,
+        base_trial: Any,
+        tensor_regex: object = None,
+        start_step: object = 0,
+        patience: object = 1,
+        ratio_threshold: object = 0.1,
+        action_str: str = "",
+    ) -> None:
+        super().__init__(base_trial, action_str=action_str)
+        rule = self.rule_name
+        selection = TensorSelection(rule, None, tensor_regex, select_all_if_empty=False)
+        self.selection = selection if not selection.empty else TensorSelection(rule, "losses", None, select_all_if_empty=False)
+        self.start_step = int(parse_int(rule, "start_step", start_step, minimum=0))  # type: ignore[arg-type]
+        self.patience = int(parse_int(rule, "patience", patience, minimum=1))  # type: ignore[arg-type]
+        self.ratio_threshold = float(parse_float(rule, "ratio_threshold", ratio_threshold))  # type: ignore[arg-type]
+        self._train = _Means()  # training steps since the previous validation pass
+        self._val: _Means | None = None  # the open validation pass
+        self._train_for_pass: _Means | None = None  # the training steps that pass is compared with
+        self._streak = 0  # consecutive passes over the threshold, before the open one
+        self._open_over = False  # the open pass is over the threshold (so far)
+        self._open_judged = False  # the open pass had something to compare
+
+    def _losses(self, step: int) -> dict[str, float]:
+        losses: dict[str, float] = {}
+        for name in self.selection.names(self.base_trial, step):
+            values = value_or_none(self.base_trial.tensor(name), step)
+            if values is None or values.size == 0:
+                continue
+            loss = float(np.mean(values))
+            if not math.isnan(loss):
+                losses[name] = loss
+        return losses
+
+    def _close_pass(self) -> None:
+        if self._val is not None and self._open_judged:
+            self._streak = self._streak + 1 if self._open_over else 0
+        self._val, self._train_for_pass = None, None
+        self._open_over = self._open_judged = False
+
+    def _ratios(self) -> dict[str, float]:
+        assert self._val is not None and self._train_for_pass is not None
+        ratios: dict[str, float] = {}
+        for name in self._val.sums:
+            val, train = self._val.mean(name), self._train_for_pass.mean(name)
+            if val is None or train is None or train == 0.0:
+                continue
+            ratios[name] = (val - train) / abs(train)
+        return ratios
+
+    def invoke_at_step(self, step: int) -> Verdict:
+        if step < self.start_step:
+            return Verdict.NOT_EVALUATED
+        mode, _ = self.base_trial.mode_modestep(step)
+        if mode is None or mode in (ModeKeys.TRAIN, ModeKeys.GLOBAL):
+            if self._val is not None:  # a validation pass just ended
+                self._close_pass()
+                self._train = _Means()
+            self._train.add(self._losses(step))
+            return Verdict.NOT_EVALUATED
+        if mode != ModeKeys.EVAL:
+            return Verdict.NOT_EVALUATED
+        losses = self._losses(step)
+        if self._val is None:
+            if not losses:
+                return Verdict.NOT_EVALUATED
+            self._val, self._train_for_pass = _Means(), self._train
+        self._val.add(losses)
+        ratios = self._ratios()
+        if not ratios:
+            return Verdict.NOT_EVALUATED
+        self._open_judged = True
+        self._open_over = any(r > self.ratio_threshold for r in ratios.values())
+        streak = self._streak + 1 if self._open_over else 0
+        if streak >= self.patience:
+            self.logger.debug("%s: validation/training loss ratios %s at step %d (%d passes)", self.rule_name, ratios, step, streak)
+            return Verdict.CONDITION_MET
+        return Verdict.CONDITION_NOT_MET

@@ -45,6 +45,7 @@ _HARDENING: dict[str, Any] = {
     "security_opt": ["no-new-privileges:true"],
 }
 _NOBODY = "65534:65534"
+_AWS_ENV = ("AWS_ACCESS_KEY_ID", "AWS_SECRET_ACCESS_KEY", "AWS_SESSION_TOKEN", "AWS_DEFAULT_REGION", "AWS_REGION")
 
 
 def _docker_errors() -> tuple[type[BaseException], ...]:
@@ -186,12 +187,12 @@ class DockerRuntime(Runtime):
                     self._start_gateway(job, Endpoint.parse(endpoint_url))
                 else:
                     self.echo("S3 is AWS's own: the job's containers get internet access (no S3 gateway)")
+        env = {**{k: v for k, v in os.environ.items() if k in _AWS_ENV}, **env}  # a process would inherit them
         if self._gateway_url:
-            env = {**env, "AWS_ENDPOINT_URL_S3": self._gateway_url}
-        if self._aws:
-            env.update({k: v for k, v in os.environ.items()
-                        if k in ("AWS_ACCESS_KEY_ID", "AWS_SECRET_ACCESS_KEY", "AWS_SESSION_TOKEN",
-                                 "AWS_DEFAULT_REGION", "AWS_REGION") and k not in env})
+            env["AWS_ENDPOINT_URL_S3"] = self._gateway_url
+            if "AWS_ACCESS_KEY_ID" not in env:  # credentials from ~/.aws are not in the container
+                env.update({"AWS_ACCESS_KEY_ID": "sdlocal", "AWS_SECRET_ACCESS_KEY": "sdlocal"})
+        env.setdefault("AWS_DEFAULT_REGION", "us-east-1")
         return env
 
     def _bridge_gateway_ip(self) -> str:

@@ -1,0 +1,185 @@
+"""`sdlocal run --runtime docker`: the example job in containers (verdicts equal to the process
+runtime's, one evaluator container per rule, nothing left behind after success, a training crash
+or an interrupt), a killed evaluator container ends `Error`, the evaluators' network reaches S3 only."""
+from __future__ import annotations
+
+import json
+import os
+import signal
+import socket
+import subprocess
+import sys
+import threading
+import time
+import uuid
+from pathlib import Path
+from typing import Any
+
+import pytest
+
+from launcher.runtime import RuleLaunch
+from launcher.runtime._docker import DockerRuntime
+
+REPO = Path(__file__).resolve().parents[2]
+pytestmark = pytest.mark.docker
+STEPS = "20"
+
+
+def sdlocal(args: list[str], home: Path, moto_server: str, *, runtime: str = "docker") -> subprocess.Popen[str]:
+    env = {**os.environ, "SDLOCAL_HOME": str(home)}
+    env.pop("AWS_ENDPOINT_URL_S3", None)
+    cmd = [sys.executable, "-m", "launcher", *args, "--runtime", runtime, "--s3-endpoint-url", moto_server, "--json",
+           "--work-dir", str(home / "jobs" / args[args.index("--job-name") + 1])]
+    return subprocess.Popen(cmd, cwd=REPO, env=env, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
+
+
+def finish(proc: subprocess.Popen[str], timeout: float = 240) -> tuple[int, list[dict[str, Any]], str]:
+    out, err = proc.communicate(timeout=timeout)
+    try:
+        rows = json.loads(out) if out.strip() else []
+    except ValueError:
+        raise AssertionError(f"not JSON: {out!r}\nstderr: {err}") from None
+    return proc.returncode, rows, err
+
+
+def leftovers(client: Any, job: str) -> list[str]:
+    label = {"label": f"sdlocal.job={job}"}
+    return [c.name for c in client.containers.list(all=True, filters=label)] + \
+        [n.name for n in client.networks.list(filters=label)]
+
+
+def verdicts(rows: list[dict[str, Any]]) -> dict[str, str]:
+    return {r["RuleConfigurationName"]: r["RuleEvaluationStatus"] for r in rows}
+
+
+def test_example_job_same_verdicts_one_container_per_rule(
+        docker_client: Any, sdlocal_images: Any, moto_server: str, tmp_path: Path) -> None:
+    job, process_job = f"dk-ok-{uuid.uuid4().hex[:6]}", f"pr-ok-{uuid.uuid4().hex[:6]}"
+    since = int(time.time()) - 1
+    started = time.monotonic()
+    docker_run = sdlocal(["run", "examples/job.yaml", "--job-name", job, "-p", f"steps={STEPS}"], tmp_path, moto_server)
+    code, rows, err = finish(docker_run)
+    took = time.monotonic() - started
+    assert code == 0, err
+    assert "Runtime: docker" in err
+    process_code, process_rows, process_err = finish(
+        sdlocal(["run", "examples/job.yaml", "--job-name", process_job, "-p", f"steps={STEPS}"], tmp_path,
+                moto_server, runtime="process"))
+    assert process_code == 0, process_err
+    assert verdicts(rows) == verdicts(process_rows)
+    assert set(verdicts(rows)) == {"VanishingGradient", "ExplodingTensor", "LossNotDecreasing"}
+    assert set(verdicts(rows).values()) <= {"IssuesFound", "NoIssuesFound"}, rows
+
+    events = docker_client.events(since=since, until=int(time.time()) + 1, decode=True,
+                                  filters={"type": "container", "event": "create", "label": f"sdlocal.job={job}"})
+    created = [e["Actor"]["Attributes"] for e in events]
+    rules = sorted(a["sdlocal.rule"] for a in created if a.get("sdlocal.role") == "rule")
+    assert rules == ["ExplodingTensor", "LossNotDecreasing", "VanishingGradient"]
+    assert [a["sdlocal.role"] for a in created].count("training") == 1
+    assert leftovers(docker_client, job) == []
+    # the job's logs came out of the containers (and `sdlocal logs` shows them)
+    logs = subprocess.run([sys.executable, "-m", "launcher", "logs", job, "--work-dir", str(tmp_path / "jobs" / job)],
+                          cwd=REPO, capture_output=True, text=True, timeout=60)
+    assert logs.returncode == 0 and "done: first loss" in logs.stdout, logs.stderr
+    print(f"docker run of the example job: {took:.1f} s")
+
+
+def test_training_crash_leaves_nothing(docker_client: Any, sdlocal_images: Any, moto_server: str,
+                                       tmp_path: Path) -> None:
+    job = f"dk-crash-{uuid.uuid4().hex[:6]}"
+    code, rows, err = finish(sdlocal(["run", "examples/job.yaml", "--job-name", job, "-p", "steps=200",
+                                      "-p", "fail-at-step=5"], tmp_path, moto_server))
+    assert code == 1, err
+    assert "Training failed" in err
+    assert all(r["RuleEvaluationStatus"] in {"IssuesFound", "NoIssuesFound", "Error"} for r in rows), rows
+    assert leftovers(docker_client, job) == []
+
+
+def test_interrupt_leaves_nothing(docker_client: Any, sdlocal_images: Any, moto_server: str, tmp_path: Path) -> None:
+    job = f"dk-int-{uuid.uuid4().hex[:6]}"
+    proc = sdlocal(["run", "examples/job.yaml", "--job-name", job, "-p", "steps=1000000", "-p", "log-every=1"],
+                   tmp_path, moto_server)
+    log = tmp_path / "jobs" / job / "logs" / "training.log"
+    deadline = time.monotonic() + 120
+    while not (log.exists() and "step 3 " in log.read_text(errors="replace")):
+        assert proc.poll() is None and time.monotonic() < deadline, proc.stderr.read() if proc.stderr else ""
+        time.sleep(0.2)
+    assert len(leftovers(docker_client, job)) == 6  # training, 3 rules, the S3 gateway, the network
+    proc.send_signal(signal.SIGINT)
+    code, rows, err = finish(proc, timeout=120)
+    assert code == 130, err
+    assert set(verdicts(rows).values()) == {"Stopped"}, rows
+    assert leftovers(docker_client, job) == []
+
+
+def test_killed_evaluator_container_is_error(docker_client: Any, sdlocal_images: Any, moto_server: str,
+                                             tmp_path: Path) -> None:
+    job = f"dk-kill-{uuid.uuid4().hex[:6]}"
+    proc = sdlocal(["run", "examples/job.yaml", "--job-name", job, "-p", "steps=300"], tmp_path, moto_server)
+    filters = {"label": [f"sdlocal.job={job}", "sdlocal.rule=LossNotDecreasing"], "status": "running"}
+    deadline = time.monotonic() + 120
+    while not (running := docker_client.containers.list(filters=filters)):
+        assert proc.poll() is None and time.monotonic() < deadline
+        time.sleep(0.2)
+    running[0].kill()
+    code, rows, err = finish(proc)
+    assert code == 0, err
+    killed = next(r for r in rows if r["RuleConfigurationName"] == "LossNotDecreasing")
+    assert killed["RuleEvaluationStatus"] == "Error"
+    assert "exited (code 137) without a final status" in killed["StatusDetails"]
+    assert {r["RuleEvaluationStatus"] for r in rows if r is not killed} <= {"IssuesFound", "NoIssuesFound"}
+    assert leftovers(docker_client, job) == []
+
+
+PROBE = r"""
+import os, socket, urllib.request
+def tcp(host, port):
+    try:
+        socket.create_connection((host, port), timeout=3).close()
+        return "open"
+    except OSError:
+        return "closed"
+print(json.dumps({
+    "s3": urllib.request.urlopen(os.environ["AWS_ENDPOINT_URL_S3"] + "/moto-api/", timeout=10).status,
+    "host_listener": tcp(os.environ["HOST_IP"], int(os.environ["HOST_PORT"])),
+    "host_relay": tcp(os.environ["HOST_IP"], int(os.environ["RELAY_PORT"])),
+    "internet": tcp("1.1.1.1", 443),
+    "uid": os.getuid(),
+}))
+""".replace("import os", "import json, os")
+
+
+def test_evaluator_network_reaches_only_s3(docker_client: Any, sdlocal_images: Any, moto_server: str,
+                                           tmp_path: Path) -> None:
+    training_image, evaluator_image = sdlocal_images
+    runtime = DockerRuntime(docker_client, training_image=training_image, evaluator_image=evaluator_image,
+                            echo=lambda _: None)
+    job = f"dk-net-{uuid.uuid4().hex[:6]}"
+    listener = socket.socket()
+    listener.bind(("0.0.0.0", 0))  # a service on every host address: must stay out of reach
+    listener.listen()
+    accept = threading.Thread(target=lambda: listener.accept(), daemon=True)
+    accept.start()
+    try:
+        runtime._ensure_network(job, {"AWS_ENDPOINT_URL_S3": moto_server})
+        assert runtime._relay is not None
+        host_ip = runtime._relay.listen_host
+        launch = RuleLaunch(
+            job_name=job, rule_name="probe", rule_parameters=(), debug_output="s3://b/d", rule_output="s3://b/r",
+            log_path=tmp_path / "probe.log",
+            env=(("AWS_ENDPOINT_URL_S3", moto_server), ("HOST_IP", host_ip),
+                 ("HOST_PORT", str(listener.getsockname()[1])), ("RELAY_PORT", str(runtime._relay.port))),
+        )
+        handle = runtime.start_rule(launch, entrypoint=["python", "-c", PROBE])
+        assert handle.wait(60) == 0, handle.logs()
+        attrs = handle.container.attrs["HostConfig"]
+        assert attrs["ReadonlyRootfs"] and attrs["CapDrop"] == ["ALL"] and attrs["Memory"] == 2 * 1024**3
+        assert "no-new-privileges:true" in attrs["SecurityOpt"] and attrs["NanoCpus"] == 10**9
+    finally:
+        runtime.close()
+        listener.close()
+    result = json.loads(handle.logs().strip().splitlines()[-1])
+    assert result == {"s3": 200, "host_listener": "closed", "host_relay": "closed", "internet": "closed",
+                      "uid": result["uid"]}
+    assert result["uid"] != 0
+    assert leftovers(docker_client, job) == []

@@ -179,3 +179,94 @@ def test_summary_of_unknown_job_is_an_error(tmp_path: Path, monkeypatch: pytest.
     result = CliRunner().invoke(cli, ["summary", "never-ran", "--s3-endpoint-url", moto_server])
     assert result.exit_code == 1
     assert result.stderr.strip() == "Error: no training job 'never-ran' under s3://sdlocal/jobs/ (give its --s3-output-path?)"
+
+
+def test_logs_and_stop_of_unknown_job(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    monkeypatch.setenv("SDLOCAL_HOME", str(tmp_path))
+    for args in (["logs", "nope"], ["logs", "nope", "--rule", "X"], ["stop", "nope-never-ran"]):
+        result = CliRunner().invoke(cli, args)
+        assert result.exit_code == 1, args
+        assert result.output.startswith("Error: unknown job nope") and len(result.output.splitlines()) == 1
+
+
+def test_logs_of_a_job(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    monkeypatch.setenv("SDLOCAL_HOME", str(tmp_path))
+    logs = tmp_path / "jobs" / "j1" / "logs"
+    logs.mkdir(parents=True)
+    (logs / "training.log").write_text("step 1 loss 2\n")
+    (logs / "rule-LossNotDecreasing.log").write_text("rule says hi\n")
+    assert CliRunner().invoke(cli, ["logs", "j1"]).output == "step 1 loss 2\n"
+    assert CliRunner().invoke(cli, ["logs", "j1", "--rule", "LossNotDecreasing"]).output == "rule says hi\n"
+    result = CliRunner().invoke(cli, ["logs", "j1", "--rule", "Other"])
+    assert result.exit_code == 1
+    assert "no rule 'Other' log (rules with logs: LossNotDecreasing)" in result.output
+    result = CliRunner().invoke(cli, ["stop", "j1"])
+    assert result.exit_code == 0 and result.output == "job j1 is not running\n"
+
+
+def test_stop_asks_the_running_launcher(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    import threading
+
+    from launcher.runtime._control import StopWatcher, register, unregister
+
+    monkeypatch.setenv("SDLOCAL_HOME", str(tmp_path))
+    job_dir = tmp_path / "somewhere" / "j2"
+    job_dir.mkdir(parents=True)
+    register(tmp_path, "j2", job_dir)  # this test process plays the running launcher
+    stopped = threading.Event()
+    watcher = StopWatcher(job_dir, stopped, interval=0.05).start()
+    ender = threading.Thread(target=lambda: stopped.wait(30) and unregister(tmp_path, "j2"))
+    ender.start()
+    try:
+        result = CliRunner().invoke(cli, ["stop", "j2", "--timeout", "30"])
+    finally:
+        ender.join(30)
+        watcher.close()
+    assert stopped.is_set()
+    assert result.exit_code == 0 and result.output == "stopped job j2\n"
+
+
+def test_docker_runtime_missing_image_is_one_line(tmp_path: Path) -> None:
+    import docker.errors
+
+    from launcher.errors import RuntimeLaunchError
+    from launcher.runtime._select import select_runtime
+
+    class Images:
+        def get(self, name: str) -> None:
+            raise docker.errors.ImageNotFound(name)
+
+    class Client:
+        images = Images()
+
+        def close(self) -> None:
+            pass
+
+    with pytest.raises(RuntimeLaunchError) as err:
+        select_runtime("docker", rule_images=[None], training_image=None, docker_client=Client)
+    message = str(err.value)
+    assert "sdlocal-training:" in message and "sdlocal-evaluator:" in message
+    assert "`sdlocal images build`" in message and "\n" not in message
+    lines: list[str] = []
+    with pytest.raises(RuntimeLaunchError, match="RuleEvaluatorImage my-rules:latest not found"):
+        select_runtime("docker", rule_images=["my-rules:latest"], training_image=None,
+                       docker_client=lambda: _Only({"sdlocal-training", "sdlocal-evaluator"}))
+    runtime = select_runtime("auto", rule_images=[None], training_image=None, docker_client=Client, echo=lines.append)
+    assert type(runtime).__name__ == "ProcessRuntime" and lines[0].startswith("Runtime: process (image sdlocal-")
+
+
+class _Only:
+    """A docker client stand-in that has the images whose repository is in `repos`."""
+
+    def __init__(self, repos: set[str]) -> None:
+        self.repos = repos
+        self.images = self
+
+    def get(self, name: str) -> None:
+        import docker.errors
+
+        if name.split(":")[0] not in self.repos:
+            raise docker.errors.ImageNotFound(name)
+
+    def close(self) -> None:
+        pass

@@ -1,0 +1,29 @@
+"""Fixtures for tests that start real containers: the sdlocal images (built by `sdlocal images build`,
+which .ci/run does before the tests). A missing image skips, or fails under CI=true."""
+from __future__ import annotations
+
+from typing import Any, NamedTuple
+
+import pytest
+
+from tests.conftest import in_ci
+
+
+class SdlocalImages(NamedTuple):
+    training: str
+    evaluator: str
+
+
+@pytest.fixture(scope="session")
+def sdlocal_images(docker_client: Any) -> SdlocalImages:
+    """The names of the training and evaluator images of this sdlocal version, once they exist."""
+    from launcher.images import evaluator_image, missing_image_message, missing_images, training_image
+
+    images = SdlocalImages(training=training_image(), evaluator=evaluator_image())
+    missing = missing_images(images, client=docker_client)
+    if missing:
+        message = "; ".join(missing_image_message(name) for name in missing)
+        if in_ci():
+            pytest.fail(f"CI=true but an image is missing: {message}")
+        pytest.skip(message)
+    return images

@@ -1,0 +1,3 @@
+from detection.run import main
+
+raise SystemExit(main())

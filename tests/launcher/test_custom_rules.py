@@ -1,0 +1,118 @@
+"""Custom rules written for smdebug run unmodified (no smdebug installed here) under `sdlocal evaluate`
+and `sdlocal run`; a two-trial rule over two real trials in moto; a custom rule that raises or
+fails to import ends `Error` with its traceback's last line in StatusDetails."""
+from __future__ import annotations
+
+import importlib.util
+import json
+from pathlib import Path
+from typing import Any
+
+import pytest
+from click.testing import CliRunner
+
+from launcher.cli import cli
+from tests.evaluator.test_main import upload_dir
+
+CUSTOM_RULES = Path(__file__).resolve().parents[2] / "custom_rules"
+EXAMPLES = Path(__file__).resolve().parents[2] / "examples"
+
+RAISES = '''from smdebug.rules.rule import Rule
+
+
+class Raises(Rule):
+    def __init__(self, base_trial):
+        super().__init__(base_trial)
+
+    def invoke_at_step(self, step):
+        return 1 / (step - step)
+'''
+
+BAD_IMPORT = '''import not_a_module_anywhere
+from smdebug.rules.rule import Rule
+
+
+class BadImport(Rule):
+    def invoke_at_step(self, step):
+        return False
+'''
+
+
+def evaluate(*args: str) -> tuple[int, dict[str, Any]]:
+    result = CliRunner().invoke(cli, ["evaluate", *args, "--json"])
+    return result.exit_code, json.loads(result.stdout)[0]
+
+
+def test_smdebug_is_not_installed_here() -> None:
+    assert importlib.util.find_spec("smdebug") is None  # the rules below import our stand-in
+
+
+@pytest.mark.parametrize(("trial", "expected"), [("vanishing", "IssuesFound"), ("healthy", "NoIssuesFound")])
+def test_documented_req_tensors_rule_with_action_str(fixture_trials: Path, trial: str, expected: str) -> None:
+    code, status = evaluate(str(fixture_trials / trial),
+                            "--custom-rule", f"{CUSTOM_RULES / 'vanishing_gradient_rule.py'}:VanishingGradientRule")
+    assert code == 0 and status["RuleEvaluationStatus"] == expected, status
+
+
+@pytest.mark.slow
+def test_two_trial_rule_over_two_trials_in_moto(fixture_trials: Path, s3_client: Any, bucket: str,
+                                                moto_server: str) -> None:
+    for name in ("healthy", "exploding"):
+        upload_dir(s3_client, bucket, fixture_trials / name, f"jobs/{name}/debug-output")
+    rule = f"{CUSTOM_RULES / 'compare_trials_rule.py'}:CompareTrialsRule"
+    base = f"s3://{bucket}/jobs/healthy/debug-output"
+    code, status = evaluate(base, "--custom-rule", rule, "--s3-endpoint-url", moto_server,
+                            "--param", f"other_trial_0=s3://{bucket}/jobs/healthy/debug-output")
+    assert code == 0 and status["RuleEvaluationStatus"] == "NoIssuesFound", status
+    assert status["LastEvaluatedStep"] == 59
+    code, status = evaluate(base, "--custom-rule", rule, "--s3-endpoint-url", moto_server,
+                            "--param", f"other_trials=s3://{bucket}/jobs/exploding/debug-output")
+    assert code == 0 and status["RuleEvaluationStatus"] == "IssuesFound", status
+    code, status = evaluate(base, "--custom-rule", rule, "--s3-endpoint-url", moto_server)
+    assert code == 1 and status["RuleEvaluationStatus"] == "Error"
+    assert "needs another trial" in status["StatusDetails"]
+
+
+def test_custom_rule_errors_under_evaluate(fixture_trials: Path, tmp_path: Path) -> None:
+    (tmp_path / "raises.py").write_text(RAISES)
+    (tmp_path / "bad_import.py").write_text(BAD_IMPORT)
+    code, status = evaluate(str(fixture_trials / "healthy"), "--custom-rule", f"{tmp_path / 'raises.py'}:Raises")
+    assert code == 1 and status["RuleEvaluationStatus"] == "Error"
+    assert status["StatusDetails"] == "ClientError: Rule Raises failed at step 0: ZeroDivisionError: division by zero"
+    code, status = evaluate(str(fixture_trials / "healthy"), "--custom-rule", f"{tmp_path / 'bad_import.py'}:BadImport")
+    assert code == 1 and status["RuleEvaluationStatus"] == "Error"
+    assert status["StatusDetails"].startswith("ClientError: Custom rule file ")
+    assert status["StatusDetails"].endswith("failed to load: ModuleNotFoundError: No module named 'not_a_module_anywhere'")
+
+
+@pytest.mark.slow
+def test_custom_rules_under_sdlocal_run(tmp_path: Path, s3_client: Any, bucket: str, moto_server: str,
+                                        monkeypatch: pytest.MonkeyPatch) -> None:
+    """A real (short) training with the hook; four custom rules from local files: two documented
+    ones run unmodified, one raises, one fails to import."""
+    (tmp_path / "raises.py").write_text(RAISES)
+    (tmp_path / "bad_import.py").write_text(BAD_IMPORT)
+    monkeypatch.delenv("AWS_ENDPOINT_URL_S3", raising=False)
+    args = ["run", "--entry-point", "train.py", "--source-dir", str(EXAMPLES), "-p", "steps=6", "-p", "samples=256",
+            "--job-name", "custom-rules-1", "--work-dir", str(tmp_path / "job"), "--s3-output-path", f"s3://{bucket}/out",
+            "--s3-endpoint-url", moto_server, "--hook-param", "save_interval=1", "--collection", "gradients",
+            "--custom-rule", f"{CUSTOM_RULES / 'custom_gradient_rule.py'}:CustomGradientRule", "--rule-param", "threshold=1e9",
+            "--custom-rule", f"{CUSTOM_RULES / 'vanishing_gradient_rule.py'}:VanishingGradientRule",
+            "--rule-param", "threshold=1e9",
+            "--custom-rule", f"{tmp_path / 'raises.py'}:Raises",
+            "--custom-rule", f"{tmp_path / 'bad_import.py'}:BadImport",
+            "--poll-interval", "0.2", "--rule-timeout", "120", "--json"]
+    result = CliRunner().invoke(cli, args)
+    assert result.exit_code == 0, result.output
+    statuses = {s["RuleConfigurationName"]: s for s in json.loads(result.stdout)}
+    assert statuses["CustomGradientRule"]["RuleEvaluationStatus"] == "NoIssuesFound", statuses
+    assert statuses["VanishingGradientRule"]["RuleEvaluationStatus"] == "IssuesFound", statuses  # every |mean| < 1e9
+    assert statuses["Raises"]["RuleEvaluationStatus"] == "Error"
+    assert statuses["Raises"]["StatusDetails"].endswith("ZeroDivisionError: division by zero")
+    assert statuses["BadImport"]["RuleEvaluationStatus"] == "Error"
+    assert statuses["BadImport"]["StatusDetails"].endswith("ModuleNotFoundError: No module named 'not_a_module_anywhere'")
+    keys = {o["Key"] for o in s3_client.list_objects_v2(Bucket=bucket, Prefix="out/custom-rules-1/rule-code/")["Contents"]}
+    assert keys == {"out/custom-rules-1/rule-code/CustomGradientRule/custom_gradient_rule.py",
+                    "out/custom-rules-1/rule-code/VanishingGradientRule/vanishing_gradient_rule.py",
+                    "out/custom-rules-1/rule-code/Raises/raises.py",
+                    "out/custom-rules-1/rule-code/BadImport/bad_import.py"}

@@ -117,3 +117,47 @@ def test_same_names_as_smdebugs_hook(tmp_path: Path, smdebug_python: Path) -> No
     names = [[p["tensorname"] for p in json.loads((root / index).read_text())["tensor_payload"]]
              for root in (theirs, ours)]
     assert sorted(names[0]) == sorted(names[1])
+
+
+NEW_COLLECTIONS = ("relu_input", "relu_output", "tanh_input", "sigmoid_input", "labels", "predictions", "inputs",
+                   "outputs", "input_image", "input_sequence")
+
+READ_COLLECTIONS_WITH_SMDEBUG = r"""
+import json, sys
+from smdebug.trials import create_trial
+tr = create_trial(sys.argv[1])
+names = sys.argv[2].split(",")
+print(json.dumps({
+    "members": {c: sorted(tr.tensor_names(collection=c)) for c in names},
+    "labels": tr.tensor("CrossEntropyLoss_labels").value(1).tolist(),
+    "predictions": tr.tensor("CrossEntropyLoss_predictions").value(1).tolist(),
+    "relu_mean": float(tr.tensor("1_output_0").reduction_value(1, "mean")),
+}))
+"""
+
+
+def test_smdebug_reads_the_new_collections(tmp_path: Path, smdebug_python: Path) -> None:
+    out = tmp_path / "ours"
+    torch.manual_seed(0)
+    model, loss_fn = nn.Sequential(nn.Linear(16, 32), nn.ReLU(), nn.Linear(32, 3)), nn.CrossEntropyLoss()
+    hook = Hook(HookConfig.from_dict({
+        "LocalPath": str(out), "HookParameters": {"save_interval": "1"},
+        "CollectionConfigurations": [{"CollectionName": n} for n in NEW_COLLECTIONS]}))
+    hook.register_module(model)
+    hook.register_loss(loss_fn)
+    for _ in range(2):
+        x, y = torch.randn(8, 16), torch.randint(0, 3, (8,))
+        loss_fn(model(x), y).backward()
+    hook.close()
+    proc = subprocess.run([str(smdebug_python), "-c", READ_COLLECTIONS_WITH_SMDEBUG, str(out),
+                           ",".join(NEW_COLLECTIONS)], capture_output=True, text=True, timeout=300)
+    assert proc.returncode == 0, proc.stderr
+    got = json.loads(proc.stdout.strip().splitlines()[-1])
+    ours = create_trial(out)
+    assert got["members"] == {c: ours.tensor_names(collection=c) for c in NEW_COLLECTIONS}
+    assert got["members"]["relu_output"] == ["1_output_0"]
+    assert got["members"]["labels"] == ["CrossEntropyLoss_labels"]
+    assert got["members"]["inputs"] == ["Sequential_input_0"]
+    assert got["labels"] == y.tolist()
+    assert got["predictions"] == model(x).argmax(dim=1).tolist()
+    assert got["relu_mean"] == pytest.approx(float(model[1](model[0](x)).detach().mean()), rel=1e-5)

@@ -4,6 +4,10 @@ end marker, waiting for the evaluators, statuses for evaluators that could not w
 Stopping (Ctrl-C, SIGTERM, `stop` event): training and evaluators are stopped (SIGTERM, then
 SIGKILL after the grace period), the end marker is written, rules that had not finished are
 marked `Stopped`; no process is left behind.
+
+A rule's StopTraining action (launcher/actions.py) stops only the training: the job ends
+`Stopped` (`JobResult.stopped_by_rule`, not a failure), the end marker is written and the rules
+finish their evaluation (the rule that fired ends IssuesFound).
 """
 from __future__ import annotations
 

@@ -238,3 +238,22 @@ def test_custom_rule_file_that_parses_is_accepted(src: Path) -> None:
         {"RuleConfigurationName": "Mine",
          "RuleParameters": {"rule_to_invoke": "MyRule", "source_s3_uri": "my_rule.py"}}]}
     assert parse(req, src).debug_rules[0].parameters["source_s3_uri"] == str(src / "my_rule.py")
+
+
+def test_local_custom_rule_files_are_uploaded_and_rewritten(tmp_path: Path) -> None:
+    (tmp_path / "train.py").write_text("")
+    (tmp_path / "my_rule.py").write_text("class MyRule:\n    pass\n")
+    req = {"TrainingJobName": "j-1", "EntryPoint": "train.py", "DebugHookConfig": {"S3OutputPath": "s3://b/out"},
+           "DebugRuleConfigurations": [
+               {"RuleConfigurationName": "Mine", "RuleParameters": {"rule_to_invoke": "MyRule", "source_s3_uri": "my_rule.py"}},
+               {"RuleConfigurationName": "Remote", "RuleParameters": {"rule_to_invoke": "X", "source_s3_uri": "s3://b/r/x.py"}},
+               {"RuleConfigurationName": "VG", "RuleParameters": {"rule_to_invoke": "VanishingGradient"}}]}
+    spec = JobSpec.from_request(req, base_dir=tmp_path)
+    assert spec.debug_rules[0].local_rule_file == tmp_path / "my_rule.py"
+    uploads: list[tuple[Path, str]] = []
+    uploaded = spec.with_uploaded_rule_code(lambda path, uri: uploads.append((path, uri)))
+    assert uploads == [(tmp_path / "my_rule.py", "s3://b/out/j-1/rule-code/Mine/my_rule.py")]
+    assert [r.parameters.get("source_s3_uri") for r in uploaded.debug_rules] == [
+        "s3://b/out/j-1/rule-code/Mine/my_rule.py", "s3://b/r/x.py", None]
+    assert all(r.local_rule_file is None for r in uploaded.debug_rules)
+    assert spec.debug_rules[0].local_rule_file is not None  # the original spec is unchanged (frozen)

@@ -121,3 +121,35 @@ def test_no_config_runs_unchanged_and_bad_config_fails(tmp_path: Path) -> None:
     proc = _run(tmp_path, {"HookParameters": {"save_interval": "often"}}, "--steps", "3")
     assert proc.returncode == 2
     assert "HookParameters.save_interval" in proc.stderr
+
+
+def test_unmodified_script_saves_labels_predictions_and_activations(tmp_path: Path) -> None:
+    import importlib.util
+
+    out = tmp_path / "tensors"
+    config = {
+        "LocalPath": str(out),
+        "HookParameters": {"save_interval": "1"},
+        "CollectionConfigurations": [{"CollectionName": n} for n in (
+            "labels", "predictions", "relu_input", "inputs", "input_image")],
+    }
+    proc = _run(tmp_path, config, "--steps", "3", "--eval-every", "3", "--eval-batches", "1")
+    assert proc.returncode == 0, proc.stderr
+    trial = create_trial(out)
+    assert trial.tensor_names(collection="labels") == ["CrossEntropyLoss_labels"]
+    assert trial.tensor_names(collection="predictions") == ["CrossEntropyLoss_predictions"]
+    assert trial.tensor_names(collection="relu_input") == ["layer0_relu_input_0", "layer1_relu_input_0"]
+    assert trial.tensor_names(collection="inputs") == ["Sequential_input_0"]
+    assert trial.tensor_names(collection="input_image") == []  # 2-D inputs are no images
+    # The loss is found during its first call: step 0 already has its labels (the script's data).
+    spec = importlib.util.spec_from_file_location("example_train", TRAIN)
+    assert spec is not None and spec.loader is not None
+    example = importlib.util.module_from_spec(spec)
+    spec.loader.exec_module(example)
+    x, y = example.make_data(2048, 16, 3, torch.Generator().manual_seed(0))
+    labels = trial.tensor("CrossEntropyLoss_labels")
+    assert labels.steps(mode=ModeKeys.TRAIN) == [0, 1, 2] and labels.steps(mode=ModeKeys.EVAL) == [0]
+    np.testing.assert_array_equal(labels.value(0, mode=ModeKeys.TRAIN), y[:64].numpy())
+    np.testing.assert_array_equal(trial.tensor("Sequential_input_0").value(1, mode=ModeKeys.TRAIN), x[64:128].numpy())
+    preds = trial.tensor("CrossEntropyLoss_predictions").value(0, mode=ModeKeys.EVAL)
+    assert preds.shape == (64,) and set(preds.tolist()) <= {0, 1, 2}

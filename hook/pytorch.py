@@ -2,7 +2,9 @@
 
 Naming follows smdebug's PyTorch hook: parameters `<ModelClass>_<param name>`, gradients
 `gradient/<ModelClass>_<param name>`, module tensors `<module path>_input_<i>` /
-`<module path>_output_<i>` (the top module and loss modules use their class name).
+`<module path>_output_<i>` (the top module and loss modules use their class name). Besides
+name regexes, some collections take tensors by module type or role (hook._members: ReLU/Tanh/
+Sigmoid/Embedding modules, the model's inputs/outputs, `<LossClass>_labels`/`_predictions`).
 
 Cost model: a step starts at each forward of the registered top module; there we decide, once,
 a bitmask of the collections saved at this step. Every other hook tests that mask and returns at

@@ -347,6 +347,15 @@ def s3_stop() -> None:
     click.echo(f"stopped the embedded S3 server at {state.url} (pid {state.pid})" if state else "not running")
 
 
+def _add_images_group() -> None:
+    from launcher.images_cli import images
+
+    cli.add_command(images)
+
+
+_add_images_group()
+
+
 def _print_statuses(rows: list[dict[str, Any]], as_json: bool) -> None:
     from launcher.summary import format_table
 

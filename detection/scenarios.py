@@ -16,6 +16,8 @@ from detection import models
 from detection.training import Setup
 
 FEATURES, CLASSES = 16, 3
+# 64 batches of 32: a 40-step run never repeats a batch, so its training losses are on unseen data
+N_TRAIN = 2048
 
 
 @dataclass(frozen=True)
@@ -39,9 +41,9 @@ def _gen(seed: int) -> torch.Generator:
     return torch.Generator().manual_seed(seed)
 
 
-def _mlp_data(seed: int, n: int = 1024, **kw: object) -> tuple[models.Batch, models.Batch, torch.Generator]:
+def _mlp_data(seed: int, n: int = N_TRAIN, **kw: object) -> tuple[models.Batch, models.Batch, torch.Generator]:
     gen = _gen(seed)
-    x, y = models.blobs(n + 64, FEATURES, CLASSES, gen, **kw)  # type: ignore[arg-type]
+    x, y = models.blobs(n + 256, FEATURES, CLASSES, gen, **kw)  # type: ignore[arg-type]
     return (x[:n], y[:n]), (x[n:], y[n:]), gen
 
 
@@ -52,14 +54,14 @@ def healthy_mlp(seed: int = 0) -> Setup:
 
 def healthy_cnn(seed: int = 1) -> Setup:
     gen = _gen(seed)
-    x, y = models.images(1024 + 64, CLASSES, gen)
-    return Setup(models.ConvNet(CLASSES), (x[:1024], y[:1024]), (x[1024:], y[1024:]))
+    x, y = models.images(N_TRAIN + 256, CLASSES, gen)
+    return Setup(models.ConvNet(CLASSES), (x[:N_TRAIN], y[:N_TRAIN]), (x[N_TRAIN:], y[N_TRAIN:]))
 
 
 def healthy_text(seed: int = 2) -> Setup:
     gen = _gen(seed)
-    x, y = models.sequences(1024 + 64, 12, 50, gen, min_len=8, max_len=12)
-    return Setup(models.TextNet(), (x[:1024], y[:1024]), (x[1024:], y[1024:]), lr=0.5)
+    x, y = models.sequences(N_TRAIN + 256, 12, 50, gen, min_len=8, max_len=12)
+    return Setup(models.TextNet(), (x[:N_TRAIN], y[:N_TRAIN]), (x[N_TRAIN:], y[N_TRAIN:]), lr=0.5)
 
 
 def lr_too_high() -> Setup:
@@ -137,8 +139,8 @@ def unnormalized_images() -> Setup:
 
 def padded_sequences() -> Setup:
     gen = _gen(13)
-    x, y = models.sequences(1024 + 64, 12, 50, gen, min_len=2, max_len=4)
-    return Setup(models.TextNet(), (x[:1024], y[:1024]), (x[1024:], y[1024:]), lr=0.5)
+    x, y = models.sequences(N_TRAIN + 256, 12, 50, gen, min_len=2, max_len=4)
+    return Setup(models.TextNet(), (x[:N_TRAIN], y[:N_TRAIN]), (x[N_TRAIN:], y[N_TRAIN:]), lr=0.5)
 
 
 def changed_seed() -> Setup:

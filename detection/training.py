@@ -33,6 +33,7 @@ class Setup:
     same_batch: bool = False
     eval_every: int = 5
     eval_batches: int = 2
+    eval_batch_size: int = 128  # validation: 2 × 128 samples (64 would be too noisy a mean)
     stall_after: int | None = None
     stall_s: float = 0.0
     notes: dict[str, Any] = field(default_factory=dict)
@@ -72,7 +73,7 @@ def train(setup: Setup, trial_dir: Path, *, sleep: Callable[[float], None] = tim
                 with torch.no_grad():
                     total = 0.0
                     for b in range(setup.eval_batches):
-                        sl = slice(b * bs, (b + 1) * bs)
+                        sl = slice(b * setup.eval_batch_size, (b + 1) * setup.eval_batch_size)
                         total += float(criterion(model(xv[sl]), yv[sl]).item())
                 val_loss = total / setup.eval_batches
     finally:

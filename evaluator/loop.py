@@ -6,6 +6,15 @@ Rules that judge time rather than data (StalledTrainingRule) may define
 that brought no new step, with the seconds since the loop last saw a new step (or since the
 evaluation began, when no step has arrived yet), measured with the injected `clock`. Its
 CONDITION_MET counts as the rule firing at the last evaluated step (0 before any step).
+
+Rules that judge the finished training as a whole (Confusion judges the trained classifier) may
+define `invoke_at_end() -> Verdict | bool`: the loop calls it exactly once, when training has
+ended (or `assume_ended` / `end_step` was reached) and every step has been evaluated, just before
+the final status. Its CONDITION_MET (or True) counts as the rule firing at the last evaluated step
+(0 before any step): IssuesFound with that step in the details, unless the rule already fired at
+an earlier step (the first firing step is the one reported). It is not called when the evaluation
+ends Stopped, Error or at the deadline. An exception in it ends the evaluation with Error, as one
+in `invoke_at_step` does.
 """
 from __future__ import annotations
 
@@ -72,6 +81,26 @@ def _check_idle(
     return fired_at
 
 
+def _check_end(end_check: Callable[[], Any], rule: Rule, reporter: _Reporter, fired_at: int | None,
+               last_step: int | None) -> int | None:
+    """Ask a rule that judges the whole training once, at its end; report IssuesFound if it fires
+    and had not fired before. Returns the (possibly new) step the rule first fired at."""
+    result = end_check()
+    fired = result.fired if isinstance(result, Verdict) else bool(result)
+    report = getattr(rule, "report", None)  # counted as Rule.invoke counts a step's verdict
+    if isinstance(report, dict) and result is not Verdict.NOT_EVALUATED:
+        for key in ("Datapoints", *(("RuleTriggered", "Violations") if fired else ())):
+            report[key] = report.get(key, 0) + 1
+    if fired and fired_at is None:
+        fired_at = last_step if last_step is not None else 0
+        reporter.report(
+            status=Status.ISSUES_FOUND,
+            status_details=condition_met_details(rule.rule_name, fired_at),
+            last_evaluated_step=last_step,
+        )
+    return fired_at
+
+
 def evaluate(
     trial: Any,
     rule: Rule,
@@ -100,6 +129,7 @@ def evaluate(
     `start_step` ≤ step < `end_step` (end exclusive, as smdebug's rule invoker). A step that was
     not saved for this rule (missing tensors) is "not evaluated", not an error. `assume_ended`
     treats the trial as finished even without its end marker (`sdlocal evaluate` on a folder).
+    A rule's `invoke_at_end()` (if any) runs once then, before the final status (module docstring).
     """
     name = rule_configuration_name or rule.rule_name
     reporter = _Reporter(RuleStatus(name, Status.IN_PROGRESS, job_arn=job_arn), on_status, now)
@@ -114,6 +144,7 @@ def evaluate(
     last_step: int | None = None
     fired_at: int | None = None
     idle_check: Callable[[float], Any] | None = getattr(rule, "invoke_idle", None)
+    end_check: Callable[[], Any] | None = getattr(rule, "invoke_at_end", None)
     newest_seen: int | None = None
     progress_at = started  # when the loop last saw a new step (clock time)
     while True:
@@ -159,6 +190,16 @@ def evaluate(
             )
         reporter.report(last_evaluated_step=last_step)
         if ended or reached_end:
+            if end_check is not None:
+                try:
+                    fired_at = _check_end(end_check, rule, reporter, fired_at, last_step)
+                except Exception as exc:  # noqa: BLE001 - as in invoke_at_step: the evaluator ends with Error
+                    return reporter.report(
+                        status=Status.ERROR,
+                        status_details=client_error_details(
+                            f"Rule {rule.rule_name} failed at the end of training: {type(exc).__name__}: {exc}"
+                        ),
+                    )
             final = Status.ISSUES_FOUND if fired_at is not None else Status.NO_ISSUES_FOUND
             return reporter.report(status=final)
         if clock() - started >= deadline:

@@ -6,9 +6,10 @@ from collections.abc import Callable
 from pathlib import Path
 
 import numpy as np
+import pytest
 
 from evaluator.loop import evaluate
-from evaluator.rule import Rule
+from evaluator.rule import Rule, Verdict
 from evaluator.rules import ExplodingTensor
 from evaluator.status import RuleStatus, Status
 from tests.evaluator._trials import COLLECTIONS
@@ -226,3 +227,93 @@ def test_idle_exception_is_error(tmp_path: Path) -> None:
     final, _, _ = run(tmp_path, [[], [1]], lambda t: BrokenIdle(t))
     assert final.status is Status.ERROR
     assert final.status_details == "ClientError: Rule BrokenIdle failed: RuntimeError: no clock"
+
+
+# ---- rules that judge the whole training: invoke_at_end ------------------------------------------
+
+class AtEnd(Recording):
+    """Records when the loop calls invoke_at_end (after which steps); returns `result`."""
+
+    def __init__(self, base_trial, result=False, fire_at=()):  # type: ignore[no-untyped-def]
+        super().__init__(base_trial, fire_at=fire_at)
+        self.result = result
+        self.ends: list[list[int]] = []
+
+    def invoke_at_end(self):  # type: ignore[no-untyped-def]
+        self.ends.append(list(self.seen))
+        return self.result
+
+
+def test_at_end_called_once_after_every_step(tmp_path: Path) -> None:
+    final, statuses, rule = run(tmp_path, [[1, 2], [], [3]], lambda t: AtEnd(t))
+    assert rule.ends == [[0, 1, 2]]  # once, with every step evaluated
+    assert final.status is Status.NO_ISSUES_FOUND and final.last_evaluated_step == 2
+    assert all(s.status is not Status.ISSUES_FOUND for s in statuses)
+
+
+@pytest.mark.parametrize("result", [True, Verdict.CONDITION_MET])
+def test_at_end_fire_is_issues_found_at_the_last_evaluated_step(tmp_path: Path, result: object) -> None:
+    final, statuses, rule = run(tmp_path, [[1, 2], [3]], lambda t: AtEnd(t, result=result))
+    assert final.status is Status.ISSUES_FOUND and final.last_evaluated_step == 2
+    assert final.status_details.endswith("rule AtEnd at step 2 resulted in the condition being met")
+    issues = [s for s in statuses if s.status is Status.ISSUES_FOUND]
+    assert issues[0].status_details == final.status_details  # reported before the final status
+    assert rule.report["RuleTriggered"] == 1
+
+
+def test_at_end_not_evaluated_or_not_met_is_silent(tmp_path: Path) -> None:
+    final, _, rule = run(tmp_path, [[1]], lambda t: AtEnd(t, result=Verdict.NOT_EVALUATED))
+    assert final.status is Status.NO_ISSUES_FOUND and rule.ends == [[0]]
+    final, _, rule = run(tmp_path / "b", [[1]], lambda t: AtEnd(t, result=Verdict.CONDITION_NOT_MET))
+    assert final.status is Status.NO_ISSUES_FOUND and rule.ends == [[0]]
+
+
+def test_at_end_keeps_an_earlier_firing_step(tmp_path: Path) -> None:
+    final, _, rule = run(tmp_path, [[1, 2, 3]], lambda t: AtEnd(t, result=True, fire_at={1}))
+    assert rule.ends == [[0, 1, 2]]
+    assert final.status is Status.ISSUES_FOUND and "at step 1 " in final.status_details
+
+
+def test_at_end_without_any_step_fires_at_step_0(tmp_path: Path) -> None:
+    writer = TrialWriter(tmp_path)
+    writer.write_collections(COLLECTIONS)
+    writer.write_end_marker()
+    trial = create_trial(str(tmp_path))
+    final = evaluate(trial, AtEnd(trial, result=True), sleep=lambda s: None)
+    assert final.status is Status.ISSUES_FOUND and "at step 0 " in final.status_details
+
+
+def test_at_end_after_end_step_and_assume_ended(tmp_path: Path) -> None:
+    final, _, rule = run(tmp_path, [[0, 1, 2, 3], [4, 5]], lambda t: AtEnd(t, result=True), end_step=3, end=False)
+    assert rule.ends == [[0, 1, 2]] and "at step 2 " in final.status_details
+    writer = TrialWriter(tmp_path / "open")  # no end marker: assume_ended judges what is there
+    writer.write_collections(COLLECTIONS)
+    writer.write_step(0, "TRAIN", 0, [(W, np.ones(2))])
+    trial = create_trial(str(tmp_path / "open"))
+    rule = AtEnd(trial)
+    assert evaluate(trial, rule, assume_ended=True, sleep=lambda s: None).status is Status.NO_ISSUES_FOUND
+    assert rule.ends == [[0]]
+
+
+def test_at_end_not_called_on_stop_or_deadline_or_error(tmp_path: Path) -> None:
+    _, _, rule = run(tmp_path, [[1], [2]], lambda t: AtEnd(t, result=True), stop_requested=lambda: True)
+    assert rule.ends == []
+    final, _, rule = run(tmp_path / "d", [[1], [2]], lambda t: AtEnd(t, result=True), deadline=10.0, end=False)
+    assert final.status is Status.ERROR and "deadline" in final.status_details and rule.ends == []
+
+    class BrokenStep(AtEnd):
+        def invoke_at_step(self, step: int) -> bool:
+            raise ValueError("bad step")
+
+    final, _, rule = run(tmp_path / "e", [[1]], lambda t: BrokenStep(t, result=True))
+    assert final.status is Status.ERROR and rule.ends == []
+
+
+def test_at_end_exception_is_error(tmp_path: Path) -> None:
+    class BrokenEnd(AtEnd):
+        def invoke_at_end(self):  # type: ignore[no-untyped-def]
+            raise RuntimeError("no matrix")
+
+    final, _, _ = run(tmp_path, [[1, 2]], lambda t: BrokenEnd(t))
+    assert final.status is Status.ERROR and final.last_evaluated_step == 1
+    assert final.status_details == "ClientError: Rule BrokenEnd failed at the end of training: RuntimeError: no matrix"

@@ -123,7 +123,7 @@ def cli(debug: bool) -> None:
               help="Seconds the evaluators may run on after training ended.")
 @click.option("--poll-interval", type=float, default=1.0, show_default=True, help="Evaluators' polling interval (s).")
 @click.option("--runtime", type=click.Choice(["process", "docker", "auto"]), envvar="SDLOCAL_RUNTIME",
-              default="process", show_default=True,
+              default="auto", show_default=True,
               help="Where training and evaluators run: subprocesses, containers, or docker when its engine "
                    "answers and the images exist (env SDLOCAL_RUNTIME).")
 @click.option("--keep-containers", is_flag=True, help="docker: leave the job's containers and network after it ends.")
@@ -144,7 +144,9 @@ def run(ctx: click.Context, spec_file: Path | None, entry_point: str | None, sou
 
       sdlocal run --entry-point train.py -p lr=0.1 --rule VanishingGradient --rule-param threshold=1e-6
     """
+    from launcher._values import is_debugger_rule_image
     from launcher.job import RunOptions, run_job, stop_on_signals
+    from launcher.runtime import ProcessRuntime
     from launcher.runtime._control import StopWatcher, register, unregister
     from launcher.runtime._docker_config import RuleLimits
     from launcher.runtime._select import select_runtime
@@ -169,6 +171,11 @@ def run(ctx: click.Context, spec_file: Path | None, entry_point: str | None, sou
     echo = lambda line: click.echo(line, err=True)  # noqa: E731
     chosen = select_runtime(runtime, rule_images=[r.image for r in spec.debug_rules], training_image=spec.training_image,
                             limits=RuleLimits.from_flags(rule_memory, rule_cpus), keep=keep_containers, echo=echo)
+    if isinstance(chosen, ProcessRuntime):
+        for rule in spec.debug_rules:
+            if not is_debugger_rule_image(rule.image):
+                echo(f"Warning: {rule.name}: RuleEvaluatorImage {rule.image} is not run by the process runtime; "
+                     "using the built-in evaluator")
     job_dir = _job_dir(spec.job_name, work_dir)
     home = sdlocal_home()
     stop = threading.Event()
@@ -183,6 +190,7 @@ def run(ctx: click.Context, spec_file: Path | None, entry_point: str | None, sou
             watcher.close()
             chosen.close()
             unregister(home, spec.job_name)
+    echo(f"Training job {result.job_name}: {result.training_status}")
     _print_statuses(result.statuses, as_json)
     if result.stopped:
         ctx.exit(130)

@@ -28,7 +28,6 @@ from launcher._values import (
     as_mapping,
     check_job_name,
     decode_sdk_hyperparameter,
-    is_debugger_rule_image,
     s3_base,
     string_map,
 )
@@ -278,9 +277,6 @@ def _rules(
         params = string_map(entry.get("RuleParameters"), f"{where}.RuleParameters", max_entries=MAX_RULE_PARAMETERS)
         params.setdefault("rule_to_invoke", name)
         image = entry.get("RuleEvaluatorImage")
-        if not is_debugger_rule_image(image):
-            warnings.append(f"{name}: RuleEvaluatorImage {image} is not run by the process runtime; "
-                            "using the built-in evaluator")
         src = params.get("source_s3_uri")
         if src and "://" not in src:  # a local custom rule file: resolve it now, fail early
             path = (base_dir / src).resolve()

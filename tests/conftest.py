@@ -48,6 +48,8 @@ def _fake_aws_credentials(monkeypatch: pytest.MonkeyPatch) -> None:
     monkeypatch.setenv("AWS_SECRET_ACCESS_KEY", "testing")
     monkeypatch.setenv("AWS_DEFAULT_REGION", "us-east-1")
     monkeypatch.delenv("AWS_PROFILE", raising=False)
+    # `sdlocal run` picks docker when images exist (--runtime auto); tests ask for it explicitly.
+    monkeypatch.setenv("SDLOCAL_RUNTIME", "process")
 
 
 @pytest.fixture

@@ -270,3 +270,23 @@ class _Only:
 
     def close(self) -> None:
         pass
+
+
+def test_process_runtime_warns_about_a_custom_rule_image(tmp_path: Path, moto_server: str,
+                                                         monkeypatch: pytest.MonkeyPatch) -> None:
+    monkeypatch.setenv("SDLOCAL_HOME", str(tmp_path / "home"))
+    (tmp_path / "train.py").write_text("print('no hook, no tensors')\n")
+    spec = tmp_path / "job.yaml"
+    spec.write_text(
+        "EntryPoint: train.py\nDebugHookConfig: {S3OutputPath: s3://sdlocal/jobs}\n"
+        "DebugRuleConfigurations:\n"
+        "  - {RuleConfigurationName: Mine, RuleEvaluatorImage: 'my-rules:latest',"
+        " RuleParameters: {rule_to_invoke: AllZero, collection_names: weights}}\n"
+    )
+    result = CliRunner().invoke(cli, ["run", str(spec), "--runtime", "process", "--job-name", "warn-image",
+                                      "--s3-endpoint-url", moto_server, "--work-dir", str(tmp_path / "work")])
+    warnings = [line for line in result.output.splitlines() if "is not run by the process runtime" in line]
+    assert warnings == ["Warning: Mine: RuleEvaluatorImage my-rules:latest is not run by the process runtime; "
+                        "using the built-in evaluator"]
+    assert "Training job warn-image: Completed" in result.output
+    assert result.exit_code == 0, result.output

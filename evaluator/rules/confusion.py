@@ -8,6 +8,9 @@ import numpy as np
 from evaluator.params import is_none, parse_float, parse_int
 from evaluator.rule import Rule, Verdict
 from evaluator.rules._select import TensorSelection, value_or_none
+from trial.modes import ModeKeys
+
+_Counts = dict[tuple[str, str], np.ndarray]  # confusion matrices per (labels, predictions) pair
 
 
 def class_ids(value: np.ndarray) -> np.ndarray:
@@ -23,22 +26,48 @@ def class_ids(value: np.ndarray) -> np.ndarray:
     return np.rint(value.ravel())
 
 
+def _add(total: _Counts, counts: _Counts) -> None:
+    """Add `counts` into `total`, padding to the larger matrix (an inferred `category_no` can grow)."""
+    for key, confusion in counts.items():
+        old = total.get(key)
+        if old is None:
+            total[key] = confusion.copy()
+            continue
+        n = max(old.shape[0], confusion.shape[0])
+        out = np.zeros((n, n), dtype=np.int64)
+        out[: old.shape[0], : old.shape[0]] += old
+        out[: confusion.shape[0], : confusion.shape[0]] += confusion
+        total[key] = out
+
+
 class Confusion(Rule):
-    """Fires when the step's confusion matrix, normalized per true class, has a diagonal ratio
-    confusion[i][i] / Σ_j confusion[i][j] < `min_diag` or an off-diagonal ratio
+    """Fires when the TRAINED classifier's confusion matrix, normalized per true class, has a
+    diagonal ratio confusion[i][i] / Σ_j confusion[i][j] < `min_diag` or an off-diagonal ratio
     confusion[i][j] / Σ_j confusion[i][j] > `max_off_diag` (an identity matrix never fires).
 
     Labels: the tensor named `labels` if the trial has one, else the `labels_collection` tensors
     saved at the step; predictions likewise (`predictions`, `predictions_collection`); several of
-    each are paired in sorted-name order (e.g. `CrossEntropyLoss_input_1` with `..._input_0`).
-    Values become class ids by `class_ids` (logits → argmax). `category_no` unset: inferred as the
-    largest class id seen + 1 (or the number of scores per sample, if larger).
+    each are paired in sorted-name order (e.g. `CrossEntropyLoss_input_1` with `..._input_0`), one
+    matrix per pair. Values become class ids by `class_ids` (logits → argmax). `category_no`
+    unset: inferred as the largest class id seen + 1 (or the number of scores per sample, if
+    larger).
 
-    Choices: the matrix is built from each step's saved batch alone (a step is one judgement; an
-    accumulated matrix would carry the untrained model's first predictions to the end), in any
-    mode; samples with a NaN, a negative id or an id >= `category_no` are dropped; a true class
-    without samples has no row to judge; a step without labels and predictions, or whose label
-    and prediction counts differ, is not evaluated.
+    Choices:
+    - The rule judges the trained classifier once, at the end of training (`invoke_at_end`, which
+      the evaluator loop calls once every step is evaluated; a firing counts at the last evaluated
+      step). Judging each step's batch on its own made every run fire at step 0, where the
+      untrained model is right by chance only (1/3 for 3 classes), healthy runs included.
+    - What is judged: the matrix summed over the final validation pass, i.e. the last maximal run
+      of consecutive EVAL steps that have labels and predictions (any other step, or an EVAL step
+      without them, ends a pass), when the trial has any EVAL labels/predictions; otherwise the
+      matrix of the last saved TRAIN (or GLOBAL) step that has them. Validation data is what a
+      trained model should classify; an earlier pass (e.g. of the untrained model) does not count.
+    - `invoke_at_step` only collects and returns NOT_EVALUATED. Memory stays bounded: the counts
+      of the current (or last) validation pass and of the last training step, never every batch.
+    - Samples with a NaN, a negative id or an id >= `category_no` are dropped; a true class
+      without samples has no row to judge; a step without labels and predictions, or whose label
+      and prediction counts differ, adds nothing. A trial with nothing to judge is not evaluated
+      (NoIssuesFound).
     """
 
     group = "universal"
@@ -64,6 +93,11 @@ class Confusion(Rule):
         self.predictions_selection = TensorSelection(rule, predictions_collection, None, select_all_if_empty=False)
         self.min_diag = float(parse_float(rule, "min_diag", min_diag, minimum=0.0, maximum=1.0))  # type: ignore[arg-type]
         self.max_off_diag = float(parse_float(rule, "max_off_diag", max_off_diag, minimum=0.0, maximum=1.0))  # type: ignore[arg-type]
+        self._pass: _Counts | None = None  # the current (open) or last validation pass
+        self._pass_open = False
+        self._pass_steps: tuple[int, int] | None = None  # its first and last step
+        self._train: _Counts | None = None  # the last TRAIN/GLOBAL step that had labels and predictions
+        self._train_step: int | None = None
 
     def _names(self, exact: str | None, selection: TensorSelection, step: int) -> list[str]:
         if exact and self.base_trial.has_tensor(exact):
@@ -99,17 +133,43 @@ class Confusion(Rule):
                 return True
         return False
 
-    def invoke_at_step(self, step: int) -> Verdict:
+    def _step_counts(self, step: int) -> _Counts:
+        """The matrices of one step, per (labels, predictions) pair that gives one."""
         label_names = self._names(self.labels_name, self.labels_selection, step)
         prediction_names = self._names(self.predictions_name, self.predictions_selection, step)
-        verdict = Verdict.NOT_EVALUATED
+        counts: _Counts = {}
         for lname, pname in zip(label_names, prediction_names, strict=False):
             truth = value_or_none(self.base_trial.tensor(lname), step)
             guess = value_or_none(self.base_trial.tensor(pname), step)
             confusion = None if truth is None or guess is None else self.matrix(truth, guess)
-            if confusion is None:
-                continue
+            if confusion is not None:
+                counts[(lname, pname)] = confusion
+        return counts
+
+    def invoke_at_step(self, step: int) -> Verdict:
+        mode, _ = self.base_trial.mode_modestep(step)
+        counts = self._step_counts(step)
+        if mode == ModeKeys.EVAL and counts:
+            if not self._pass_open or self._pass is None or self._pass_steps is None:
+                self._pass, self._pass_open, self._pass_steps = {}, True, (step, step)
+            _add(self._pass, counts)
+            self._pass_steps = (self._pass_steps[0], step)
+            return Verdict.NOT_EVALUATED
+        self._pass_open = False  # any other step ends a validation pass
+        if counts and (mode is None or mode in (ModeKeys.TRAIN, ModeKeys.GLOBAL)):
+            self._train, self._train_step = counts, step
+        return Verdict.NOT_EVALUATED
+
+    def invoke_at_end(self) -> Verdict:
+        """Judge the final validation pass, else the last training step with labels/predictions."""
+        if self._pass is not None:
+            counts, where = self._pass, f"the validation pass of steps {self._pass_steps}"
+        elif self._train is not None:
+            counts, where = self._train, f"training step {self._train_step}"
+        else:
+            return Verdict.NOT_EVALUATED
+        for (lname, pname), confusion in counts.items():
             if self._confused(confusion):
+                self.logger.info("%s: %s vs %s confused over %s", self.rule_name, lname, pname, where)
                 return Verdict.CONDITION_MET
-            verdict = Verdict.CONDITION_NOT_MET
-        return verdict
+        return Verdict.CONDITION_NOT_MET

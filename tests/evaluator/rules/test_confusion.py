@@ -8,9 +8,10 @@ import pytest
 
 from evaluator.api import evaluate_trial
 from evaluator.errors import RuleParameterError
+from evaluator.loop import evaluate
 from evaluator.rule import Verdict
 from evaluator.rules import Confusion
-from evaluator.status import Status
+from evaluator.status import RuleStatus, Status
 from tests.evaluator._trials import COLLECTIONS, make_trial
 from trial import Collection, TrialWriter, create_trial
 
@@ -41,24 +42,100 @@ def batch(predicted: list[int]) -> dict[str, np.ndarray]:
     return {LABELS: np.array(TRUTH, np.int64), PREDS: logits(predicted)}
 
 
+def judge(root: Path, **params: str) -> RuleStatus:
+    """The rule through the evaluator (invoke_at_end is the loop's): the final status."""
+    return evaluate_trial(str(root), "Confusion", params)
+
+
+def fired_at(status: RuleStatus) -> int | None:
+    assert status.status in (Status.ISSUES_FOUND, Status.NO_ISSUES_FOUND), status.status_details
+    if status.status is Status.NO_ISSUES_FOUND:
+        return None
+    return int(status.status_details.split(" at step ")[1].split()[0])
+
+
+ONE_WRONG = [1, *TRUTH[1:]]  # class 0: 80 % on the diagonal, 20 % predicted as 1
+WRONG = [(t + 1) % 3 for t in TRUTH]
+
+
 def test_identity_is_silent_and_confusion_fires(tmp_path: Path) -> None:
-    one_wrong = list(TRUTH)
-    one_wrong[0] = 1  # class 0: 80 % on the diagonal, 20 % predicted as 1
-    root = write(tmp_path, [(0, "TRAIN", 0, batch(TRUTH)), (1, "TRAIN", 1, batch(one_wrong))])
+    assert fired_at(judge(write(tmp_path / "id", [(0, "TRAIN", 0, batch(TRUTH))]))) is None
+    root = write(tmp_path / "c", [(0, "TRAIN", 0, batch(TRUTH)), (1, "TRAIN", 1, batch(ONE_WRONG))])
+    assert fired_at(judge(root)) == 1  # judged once, at the end: the last evaluated step
+    assert fired_at(judge(root, min_diag="0.8", max_off_diag="0.2")) is None
+    assert fired_at(judge(root, min_diag="0.8")) == 1  # off-diagonal 0.2
+
+
+def test_invoke_at_step_only_collects(tmp_path: Path) -> None:
+    root = write(tmp_path, [(0, "TRAIN", 0, batch(WRONG)), (1, "EVAL", 0, batch(WRONG))])
     rule = Confusion(create_trial(str(root)))
-    assert [rule.invoke(s) for s in (0, 1)] == [Verdict.CONDITION_NOT_MET, Verdict.CONDITION_MET]
-    lenient = Confusion(create_trial(str(root)), min_diag="0.8", max_off_diag="0.2")
-    assert lenient.invoke(1) is Verdict.CONDITION_NOT_MET
-    assert Confusion(create_trial(str(root)), min_diag="0.8").invoke(1) is Verdict.CONDITION_MET  # off-diagonal 0.2
+    assert [rule.invoke(s) for s in (0, 1)] == [Verdict.NOT_EVALUATED, Verdict.NOT_EVALUATED]
+    assert rule.invoke_at_end() is Verdict.CONDITION_MET
+    assert Confusion(create_trial(str(root))).invoke_at_end() is Verdict.NOT_EVALUATED  # nothing collected
+
+
+def test_train_only_trial_is_judged_on_its_last_step(tmp_path: Path) -> None:
+    # the untrained model's confused batches at steps 0-1 do not count; the trained one at step 3 does
+    healthy = write(tmp_path / "h", [(0, "TRAIN", 0, batch(WRONG)), (1, "TRAIN", 1, batch(ONE_WRONG)),
+                                     (2, "TRAIN", 2, batch(TRUTH)), (3, "TRAIN", 3, batch(TRUTH)),
+                                     (4, "TRAIN", 4, {"CrossEntropyLoss_output_0": np.float32(0.1)})])
+    assert fired_at(judge(healthy)) is None  # step 4 has no labels: step 3 is the last that has them
+    broken = write(tmp_path / "b", [(0, "GLOBAL", 0, batch(TRUTH)), (1, "GLOBAL", 1, batch(ONE_WRONG))])
+    assert fired_at(judge(broken)) == 1
+
+
+def test_the_eval_pass_is_preferred_over_training(tmp_path: Path) -> None:
+    good_train = write(tmp_path / "a", [(0, "TRAIN", 0, batch(TRUTH)), (1, "EVAL", 0, batch(WRONG)),
+                                        (2, "TRAIN", 1, batch(TRUTH))])
+    assert fired_at(judge(good_train)) == 2  # the validation pass is confused
+    bad_train = write(tmp_path / "b", [(0, "TRAIN", 0, batch(WRONG)), (1, "EVAL", 0, batch(TRUTH)),
+                                       (2, "TRAIN", 1, batch(WRONG))])
+    assert fired_at(judge(bad_train)) is None
+
+
+def test_only_the_final_validation_pass_counts(tmp_path: Path) -> None:
+    early_bad = write(tmp_path / "a", [(0, "EVAL", 0, batch(WRONG)), (1, "EVAL", 1, batch(WRONG)),
+                                       (2, "TRAIN", 0, batch(TRUTH)),
+                                       (3, "EVAL", 2, batch(TRUTH)), (4, "EVAL", 3, batch(TRUTH))])
+    assert fired_at(judge(early_bad)) is None
+    late_bad = write(tmp_path / "b", [(0, "EVAL", 0, batch(TRUTH)), (1, "TRAIN", 0, batch(TRUTH)),
+                                      (2, "EVAL", 1, batch(TRUTH)), (3, "EVAL", 2, batch(WRONG)),
+                                      (4, "TRAIN", 1, batch(TRUTH))])
+    assert fired_at(judge(late_bad)) == 4
+
+
+def test_a_pass_is_judged_on_its_summed_matrix(tmp_path: Path) -> None:
+    # one batch alone: class 0 at 80 %; the pass of two batches: 90 % and 10 % (not past the limits)
+    root = write(tmp_path, [(0, "EVAL", 0, batch(ONE_WRONG)), (1, "EVAL", 1, batch(TRUTH))])
+    assert fired_at(judge(root)) is None
+    assert fired_at(judge(write(tmp_path / "one", [(0, "EVAL", 0, batch(ONE_WRONG))]))) == 0
+
+
+def test_an_eval_step_without_labels_ends_a_pass(tmp_path: Path) -> None:
+    loss = {"CrossEntropyLoss_output_0": np.float32(1)}
+    root = write(tmp_path, [(0, "EVAL", 0, batch(WRONG)), (1, "EVAL", 1, loss), (2, "EVAL", 2, batch(TRUTH))])
+    assert fired_at(judge(root)) is None  # the final pass is step 2 alone
+
+
+def test_inferred_category_no_grows_within_a_pass(tmp_path: Path) -> None:
+    ids = np.array([0, 1, 0, 1], np.int64)
+    later = np.array([0, 1, 2, 2], np.int64)
+    guess = np.array([0, 1, 2, 0], np.float32)  # class 2: one of two wrong
+    trial = make_trial(tmp_path, [(0, "EVAL", 0, {"labels": ids, "predictions": ids.astype(np.float32)}),
+                                  (1, "EVAL", 1, {"labels": later, "predictions": guess})])
+    status = evaluate(trial, Confusion(trial), sleep=lambda s: None)
+    assert fired_at(status) == 1
 
 
 def test_labels_and_predictions_by_tensor_name_and_class_ids(tmp_path: Path) -> None:
     truth = np.array([0, 1, 2, 3], np.int64)
-    trial = make_trial(tmp_path, [(0, "TRAIN", 0, {"labels": truth, "predictions": truth.astype(np.float32)}),
-                                  (1, "TRAIN", 1, {"labels": truth, "predictions": np.array([0, 1, 2, 2], np.float32)})])
-    rule = Confusion(trial)  # no collections: the tensors named "labels" / "predictions"
-    assert [rule.invoke(s) for s in (0, 1)] == [Verdict.CONDITION_NOT_MET, Verdict.CONDITION_MET]
-    assert Confusion(trial, labels="none", predictions="none").invoke(0) is Verdict.NOT_EVALUATED
+    exact = make_trial(tmp_path / "a", [(0, "TRAIN", 0, {"labels": truth, "predictions": truth.astype(np.float32)})])
+    assert evaluate(exact, Confusion(exact), sleep=lambda s: None).status is Status.NO_ISSUES_FOUND
+    off = make_trial(tmp_path / "b", [(0, "TRAIN", 0, {"labels": truth, "predictions": np.array([0, 1, 2, 2], np.float32)})])
+    # no collections: the tensors named "labels" / "predictions"
+    assert evaluate(off, Confusion(off), sleep=lambda s: None).status is Status.ISSUES_FOUND
+    rule = Confusion(off, labels="none", predictions="none")
+    assert rule.invoke(0) is Verdict.NOT_EVALUATED and rule.invoke_at_end() is Verdict.NOT_EVALUATED
 
 
 def test_category_no_inferred_or_given(tmp_path: Path) -> None:
@@ -76,20 +153,20 @@ def test_one_hot_labels_nan_samples_and_absent_classes(tmp_path: Path) -> None:
     preds[2] = np.nan  # the wrong prediction is NaN: dropped
     root = write(tmp_path, [(0, "TRAIN", 0, {LABELS: one_hot, PREDS: preds})])
     # class 2 has no sample: no row to judge
-    assert Confusion(create_trial(str(root))).invoke(0) is Verdict.CONDITION_NOT_MET
+    assert fired_at(judge(root)) is None
+    preds[2] = logits([0])[0]
+    assert fired_at(judge(write(tmp_path / "kept", [(0, "TRAIN", 0, {LABELS: one_hot, PREDS: preds})]))) == 0
 
 
-def test_modes_missing_steps_one_step_and_mismatched_counts(tmp_path: Path) -> None:
-    wrong = [(t + 1) % 3 for t in TRUTH]
+def test_missing_steps_and_mismatched_counts_add_nothing(tmp_path: Path) -> None:
     root = write(tmp_path, [
         (0, "TRAIN", 0, {"CrossEntropyLoss_output_0": np.float32(1)}),
-        (1, "EVAL", 0, batch(wrong)),
-        (2, "TRAIN", 1, {LABELS: np.array([0, 1], np.int64), PREDS: logits([0, 1, 2])}),
+        (1, "TRAIN", 1, batch(WRONG)),
+        (2, "TRAIN", 2, {LABELS: np.array([0, 1], np.int64), PREDS: logits([0, 1, 2])}),
     ])
-    rule = Confusion(create_trial(str(root)))
-    assert [rule.invoke(s) for s in range(3)] == [Verdict.NOT_EVALUATED, Verdict.CONDITION_MET, Verdict.NOT_EVALUATED]
-    one = write(tmp_path / "one", [(0, "TRAIN", 0, batch(TRUTH))])
-    assert evaluate_trial(str(one), "Confusion", {}).status is Status.NO_ISSUES_FOUND
+    assert fired_at(judge(root)) == 2  # step 1 is the last step with a matrix; fired at the last step
+    only_bad = write(tmp_path / "m", [(0, "TRAIN", 0, {LABELS: np.array([0, 1], np.int64), PREDS: logits([1, 0, 2])})])
+    assert judge(only_bad).status is Status.NO_ISSUES_FOUND  # not evaluated
 
 
 @pytest.mark.parametrize(("param", "value"), [("category_no", "1"), ("category_no", "three"), ("min_diag", "1.5"),

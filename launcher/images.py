@@ -286,6 +286,24 @@ def docker_build(
     return str(image_id)
 
 
+def _image_id(client: Any, name: str) -> str | None:
+    import docker.errors
+
+    try:
+        return str(client.images.get(name).id)
+    except docker.errors.ImageNotFound:
+        return None
+
+
+def _remove_quietly(client: Any, image_id: str) -> None:
+    import docker.errors
+
+    try:
+        client.images.remove(image_id, noprune=False)
+    except docker.errors.APIError:
+        pass  # still tagged elsewhere or used by a container: keep it
+
+
 @dataclass(frozen=True)
 class BuiltImages:
     training: str
@@ -328,11 +346,14 @@ def build_images(
             raise ImageError(f"unknown image kind {kind!r}: expected training or evaluator")
         started = time.monotonic()
         echo(f"== building {tags[kind]} FROM {base}")
-        docker_build(
+        previous = _image_id(client, tags[kind])
+        new_id = docker_build(
             client, context, f"Dockerfile.{kind}", tags[kind], buildargs={"BASE_IMAGE": base},
             labels={IMAGE_LABEL: kind, "sdlocal.version": version, "sdlocal.base-image": base}, echo=echo,
         )
         seconds[kind] = time.monotonic() - started
+        if previous and previous != new_id:
+            _remove_quietly(client, previous)  # the replaced image, now untagged (~1 GB for training)
         echo(f"== built {tags[kind]} in {seconds[kind]:.0f} s")
     return BuiltImages(tags["training"], tags["evaluator"], base, seconds)
 

@@ -5,6 +5,7 @@ evaluator image."""
 from __future__ import annotations
 
 import json
+import subprocess
 import uuid
 from collections.abc import Iterator
 from pathlib import Path
@@ -81,6 +82,47 @@ def test_dockerignore_keeps_only_the_wheelhouse() -> None:
     lines = [ln.strip() for ln in (REPO / ".dockerignore").read_text().splitlines()]
     rules = [ln for ln in lines if ln and not ln.startswith("#")]
     assert rules[0] == "*" and "!build/wheelhouse" in rules
+
+
+class _RecordingPip:
+    """Stands in for subprocess.run: records pip's argv and creates the files pip would."""
+
+    def __init__(self) -> None:
+        self.calls: list[list[str]] = []
+
+    def __call__(self, cmd: list[str], **_kwargs: Any) -> subprocess.CompletedProcess[str]:
+        self.calls.append(cmd)
+        dest = Path(cmd[cmd.index("-w" if "wheel" in cmd else "-d") + 1])
+        dest.mkdir(parents=True, exist_ok=True)
+        (dest / ("sdlocal-0.1.0-py3-none-any.whl" if "wheel" in cmd else "dep-1.0-py3-none-any.whl")).touch()
+        return subprocess.CompletedProcess(cmd, 0, "", "")
+
+
+def test_wheelhouse_downloads_cp311_binaries_once_and_always_rebuilds_sdlocal(tmp_path: Path) -> None:
+    reqs = img.Requirements(training=("torch==2.13.0+cpu", "numpy==2.4.6"), evaluator=("numpy==2.4.6", "boto3==1.0"),
+                            no_deps=("tensorboard==2.21.0",))
+    pip = _RecordingPip()
+    img.build_wheelhouse(tmp_path / "wh", REPO, requirements=reqs, echo=lambda _l: None, run=pip)
+    downloads = [c for c in pip.calls if "download" in c]
+    assert len(downloads) == 2
+    for call in downloads:
+        assert "--only-binary=:all:" in call and call[call.index("--python-version") + 1] == "3.11"
+    assert {"torch==2.13.0+cpu", "numpy==2.4.6", "boto3==1.0"} <= set(downloads[0])
+    assert "--no-deps" in downloads[1] and "tensorboard==2.21.0" in downloads[1]
+    assert (tmp_path / "wh" / "training-requirements.txt").read_text() == "torch==2.13.0+cpu\nnumpy==2.4.6\n"
+
+    pip.calls.clear()
+    img.build_wheelhouse(tmp_path / "wh", REPO, requirements=reqs, echo=lambda _l: None, run=pip)
+    assert [c for c in pip.calls if "download" in c] == []  # unchanged requirements: no download
+    assert [c for c in pip.calls if "wheel" in c and "--no-deps" in c]  # our code: always rebuilt
+    assert (tmp_path / "wh" / "sdlocal" / "sdlocal-0.1.0-py3-none-any.whl").exists()
+
+
+def test_a_cuda_wheel_in_the_wheelhouse_is_an_error(tmp_path: Path) -> None:
+    (tmp_path / "wh").mkdir()
+    (tmp_path / "wh" / "nvidia_cublas_cu12-12.1-py3-none-manylinux1_x86_64.whl").touch()
+    with pytest.raises(img.ImageError, match="CUDA"):
+        img.build_wheelhouse(tmp_path / "wh", REPO, echo=lambda _l: None, run=_RecordingPip())
 
 
 # ------------------------------------------------------------------------------------ real containers
@@ -242,3 +284,14 @@ def test_images_list_shows_the_built_images(sdlocal_images: SdlocalImages) -> No
     assert result.exit_code == 0, result.output
     tags = [line.split()[0] for line in result.output.splitlines() if line.strip()]
     assert sdlocal_images.training in tags and sdlocal_images.evaluator in tags
+
+
+@pytest.mark.docker
+def test_base_image_resolution_never_rebuilds_an_existing_base(docker_client: Any, tmp_path: Path) -> None:
+    def no_script(cmd: list[str], **_kwargs: Any) -> subprocess.CompletedProcess[str]:
+        raise AssertionError(f"unexpected command {cmd}")
+
+    assert img.resolve_base_image(docker_client, "my/base:1", True, REPO, run=no_script) == "my/base:1"
+    if img.image_exists(img.OFFLINE_BASE_IMAGE, docker_client):
+        assert img.resolve_base_image(docker_client, None, True, REPO, echo=lambda _l: None,
+                                      run=no_script) == img.OFFLINE_BASE_IMAGE

@@ -61,7 +61,9 @@ def healthy_cnn(seed: int = 1) -> Setup:
 def healthy_text(seed: int = 2) -> Setup:
     gen = _gen(seed)
     x, y = models.sequences(N_TRAIN + 256, 12, 50, gen, min_len=8, max_len=12)
-    return Setup(models.TextNet(), (x[:N_TRAIN], y[:N_TRAIN]), (x[N_TRAIN:], y[N_TRAIN:]), lr=0.5)
+    # 100 steps (1.6 epochs): the majority-count task is learned to ~99% per class; at 40 steps the
+    # model is still under-trained (class 1 recall 0.82) and Confusion rightly calls it a poor classifier.
+    return Setup(models.TextNet(), (x[:N_TRAIN], y[:N_TRAIN]), (x[N_TRAIN:], y[N_TRAIN:]), lr=0.5, steps=100)
 
 
 def lr_too_high() -> Setup:

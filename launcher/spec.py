@@ -28,6 +28,7 @@ from launcher._values import (
     as_mapping,
     check_job_name,
     decode_sdk_hyperparameter,
+    is_debugger_rule_image,
     s3_base,
     string_map,
 )
@@ -68,6 +69,7 @@ class RuleSpec:
     image: str | None
     output: str  # s3://.../<job>/rule-output/<name>
     kind: str  # "debugger" | "profiler"
+    rule_file_in_image: bool = False  # source_s3_uri is a path inside its custom RuleEvaluatorImage
 
     @property
     def rule_to_invoke(self) -> str:
@@ -81,7 +83,7 @@ class RuleSpec:
     def local_rule_file(self) -> Path | None:
         """A custom rule's file on this host (not yet uploaded), else None."""
         src = self.parameters.get("source_s3_uri")
-        return Path(src) if src and "://" not in src else None
+        return Path(src) if src and "://" not in src and not self.rule_file_in_image else None
 
 
 @dataclass(frozen=True)
@@ -278,13 +280,17 @@ def _rules(
         params.setdefault("rule_to_invoke", name)
         image = entry.get("RuleEvaluatorImage")
         src = params.get("source_s3_uri")
+        in_image = False
         if src and "://" not in src:  # a local custom rule file: resolve it now, fail early
             path = (base_dir / src).resolve()
-            if not path.is_file():
+            if path.is_file():
+                params["source_s3_uri"] = str(path)
+                _check_custom_rule_file(path, params["rule_to_invoke"], f"{where}.RuleParameters")
+            elif Path(src).is_absolute() and image and not is_debugger_rule_image(image):
+                in_image = True  # baked into the custom rule image (custom_rules/image/): its evaluator loads it
+            else:
                 raise SpecError(f"{where}.RuleParameters.source_s3_uri", f"custom rule file {path} not found")
-            params["source_s3_uri"] = str(path)
-            _check_custom_rule_file(path, params["rule_to_invoke"], f"{where}.RuleParameters")
-        rules.append(RuleSpec(name, params, image, f"{job_output}/rule-output/{name}", kind))
+        rules.append(RuleSpec(name, params, image, f"{job_output}/rule-output/{name}", kind, in_image))
     return tuple(rules)
 
 

@@ -2,6 +2,9 @@
 which .ci/run does before the tests). A missing image skips, or fails under CI=true."""
 from __future__ import annotations
 
+import uuid
+from collections.abc import Iterator
+from pathlib import Path
 from typing import Any, NamedTuple
 
 import pytest
@@ -27,3 +30,20 @@ def sdlocal_images(docker_client: Any) -> SdlocalImages:
             pytest.fail(f"CI=true but an image is missing: {message}")
         pytest.skip(message)
     return images
+
+
+@pytest.fixture(scope="session")
+def custom_rule_image(docker_client: Any, sdlocal_images: SdlocalImages) -> Iterator[str]:
+    """custom_rules/image built FROM this version's evaluator image (WeightNormRule at /opt/rules/)."""
+    from launcher import images as img
+
+    tag = f"sdlocal-test-my-rules:{uuid.uuid4().hex[:8]}"
+    img.docker_build(
+        docker_client, Path(__file__).resolve().parents[2] / "custom_rules" / "image", "Dockerfile", tag,
+        buildargs={"EVALUATOR_IMAGE": sdlocal_images.evaluator}, labels={"sdlocal.test": "custom_rule_image"},
+        echo=lambda _line: None,
+    )
+    try:
+        yield tag
+    finally:
+        docker_client.images.remove(tag, force=True)

@@ -7,7 +7,6 @@ from __future__ import annotations
 import json
 import subprocess
 import uuid
-from collections.abc import Iterator
 from pathlib import Path
 from typing import Any
 
@@ -243,19 +242,6 @@ def test_training_image_hook_writes_a_trial_our_reader_reads(
     weights = trial.tensor_names(collection="weights")
     assert weights and trial.tensor(weights[0]).value(3).dtype == np.float32
     assert trial.tensor_names(collection="losses")
-
-
-@pytest.fixture(scope="module")
-def custom_rule_image(docker_client: Any, sdlocal_images: SdlocalImages) -> Iterator[str]:
-    tag = f"sdlocal-test-my-rules:{uuid.uuid4().hex[:8]}"
-    img.docker_build(
-        docker_client, REPO / "custom_rules" / "image", "Dockerfile", tag,
-        buildargs={"EVALUATOR_IMAGE": sdlocal_images.evaluator}, labels=TEST_LABEL, echo=lambda _line: None,
-    )
-    try:
-        yield tag
-    finally:
-        docker_client.images.remove(tag, force=True)
 
 
 @pytest.mark.docker

@@ -183,3 +183,38 @@ def test_evaluator_network_reaches_only_s3(docker_client: Any, sdlocal_images: A
                       "uid": result["uid"]}
     assert result["uid"] != 0
     assert leftovers(docker_client, job) == []
+
+
+def test_custom_rule_image_under_sdlocal_run(docker_client: Any, sdlocal_images: Any, custom_rule_image: str,
+                                             moto_server: str, tmp_path: Path) -> None:
+    """A RuleEvaluatorImage that is not SageMaker's runs as a custom rule image, with its baked-in
+    rule file, beside a built-in rule in our evaluator image."""
+    job = f"dk-custom-{uuid.uuid4().hex[:6]}"
+    since = int(time.time()) - 1
+    spec = tmp_path / "job.yaml"
+    spec.write_text(json.dumps({
+        "EntryPoint": "train.py", "SourceDir": str(REPO / "examples"),
+        "HyperParameters": {"steps": "10"},
+        "DebugHookConfig": {"HookParameters": {"save_interval": "2"},
+                            "CollectionConfigurations": [{"CollectionName": "weights"}]},
+        "DebugRuleConfigurations": [
+            {"RuleConfigurationName": "WeightNormLow", "RuleEvaluatorImage": custom_rule_image,
+             "RuleParameters": {"rule_to_invoke": "WeightNormRule", "source_s3_uri": "/opt/rules/weight_norm_rule.py",
+                                "threshold": "0.01"}},
+            {"RuleConfigurationName": "WeightNormHigh", "RuleEvaluatorImage": custom_rule_image,
+             "RuleParameters": {"rule_to_invoke": "WeightNormRule", "source_s3_uri": "/opt/rules/weight_norm_rule.py",
+                                "threshold": "1e6"}},
+            {"RuleConfigurationName": "ExplodingTensor",
+             "RuleParameters": {"rule_to_invoke": "ExplodingTensor", "collection_names": "weights"}},
+        ],
+    }))
+    code, rows, err = finish(sdlocal(["run", str(spec), "--job-name", job], tmp_path, moto_server))
+    assert code == 0, err
+    assert verdicts(rows) == {"WeightNormLow": "IssuesFound", "WeightNormHigh": "NoIssuesFound",
+                              "ExplodingTensor": "NoIssuesFound"}, rows
+    events = docker_client.events(since=since, until=int(time.time()) + 1, decode=True,
+                                  filters={"type": "container", "event": "create", "label": f"sdlocal.job={job}"})
+    images = {e["Actor"]["Attributes"].get("sdlocal.rule"): e["Actor"]["Attributes"]["image"] for e in events}
+    assert images["WeightNormLow"] == images["WeightNormHigh"] == custom_rule_image
+    assert images["ExplodingTensor"] == sdlocal_images.evaluator
+    assert leftovers(docker_client, job) == []

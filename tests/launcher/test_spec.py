@@ -257,3 +257,18 @@ def test_local_custom_rule_files_are_uploaded_and_rewritten(tmp_path: Path) -> N
         "s3://b/out/j-1/rule-code/Mine/my_rule.py", "s3://b/r/x.py", None]
     assert all(r.local_rule_file is None for r in uploaded.debug_rules)
     assert spec.debug_rules[0].local_rule_file is not None  # the original spec is unchanged (frozen)
+
+
+def test_a_rule_file_inside_a_custom_rule_image_is_neither_checked_nor_uploaded(src: Path) -> None:
+    rule = {"RuleConfigurationName": "WeightNorm", "RuleEvaluatorImage": "my-rules:latest",
+            "RuleParameters": {"rule_to_invoke": "WeightNormRule", "source_s3_uri": "/opt/rules/weight_norm_rule.py"}}
+    spec = parse({"EntryPoint": "train.py", "DebugRuleConfigurations": [rule]}, src)
+    (only,) = spec.debug_rules
+    assert only.rule_file_in_image and only.local_rule_file is None
+    assert only.parameters["source_s3_uri"] == "/opt/rules/weight_norm_rule.py"
+    assert spec.with_uploaded_rule_code(lambda path, uri: pytest.fail("nothing to upload")) == spec
+    # without a custom image (or with a relative path) a missing file is still an error before start
+    for image, path in ((None, "/opt/rules/weight_norm_rule.py"), ("my-rules:latest", "weight_norm_rule.py")):
+        bad = {**rule, "RuleEvaluatorImage": image, "RuleParameters": {**rule["RuleParameters"], "source_s3_uri": path}}
+        with pytest.raises(SpecError, match="not found"):
+            parse({"EntryPoint": "train.py", "DebugRuleConfigurations": [bad]}, src)

@@ -38,6 +38,9 @@ def parse_args(argv: list[str] | None = None) -> argparse.Namespace:
     p.add_argument("--eval-every", type=int, default=0, help="run an evaluation pass every N steps (0: never)")
     p.add_argument("--eval-batches", type=int, default=2)
     p.add_argument("--fail-at-step", type=int, default=None, help="raise an error at this step (for tests)")
+    p.add_argument("--stall-at-step", type=int, default=None,
+                   help="hang (sleep --stall-seconds) before this step, like a stuck data loader (for tests)")
+    p.add_argument("--stall-seconds", type=float, default=600.0)
     p.add_argument("--model-dir", default=os.environ.get("SM_MODEL_DIR"),
                    help="where to save the model (default $SM_MODEL_DIR; not saved when unset)")
     p.add_argument("--log-every", type=int, default=10)
@@ -83,6 +86,9 @@ def main(argv: list[str] | None = None) -> int:
     for step in range(steps):
         if args.fail_at_step is not None and step == args.fail_at_step:
             raise RuntimeError(f"failing on purpose at step {step}")
+        if args.stall_at_step is not None and step == args.stall_at_step:
+            print(f"stalling for {args.stall_seconds:g} s before step {step}", flush=True)
+            time.sleep(args.stall_seconds)
         model.train()
         i = (step % batches_per_epoch) * args.batch_size
         xb, yb = x[i:i + args.batch_size], y[i:i + args.batch_size]

@@ -4,6 +4,7 @@ rule (uploaded by the launcher) whose action_json asks to stop the job when it f
 from __future__ import annotations
 
 import json
+import re
 import sys
 import time
 from pathlib import Path
@@ -157,3 +158,33 @@ def test_stop_request_for_another_prefix_does_not_stop(
     assert "Rule Fires requested StopTraining for jobs starting with 'keepme-2': not keepme-1, ignored" in lines
     (status,) = result.statuses
     assert status["RuleEvaluationStatus"] == "IssuesFound"
+
+
+@pytest.mark.slow
+def test_stalled_training_rule_stops_a_hung_training(tmp_path: Path, moto_server: str,
+                                                     monkeypatch: pytest.MonkeyPatch) -> None:
+    """`sdlocal run` end to end: the example training hangs before step 6; StalledTrainingRule with
+    stop_training_on_fire=True fires after `threshold` idle seconds, and the launcher stops the job."""
+    from click.testing import CliRunner
+
+    from launcher.cli import cli
+
+    monkeypatch.setenv("SDLOCAL_HOME", str(tmp_path / "home"))
+    examples = Path(__file__).resolve().parents[2] / "examples"
+    started = time.monotonic()
+    result = CliRunner().invoke(cli, [
+        "run", "--entry-point", "train.py", "--source-dir", str(examples), "--job-name", "stalls-1",
+        "-p", "steps=50", "-p", "stall-at-step=6", "-p", "stall-seconds=300", "--hook-param", "save_interval=1",
+        "--rule", "StalledTrainingRule", "--rule-param", "threshold=10", "--rule-param", "stop_training_on_fire=True",
+        "--s3-endpoint-url", moto_server, "--poll-interval", "0.5", "--json"])
+    assert time.monotonic() - started < 120, result.output  # the hang alone is 300 s
+    assert result.exit_code == 0, result.output  # stopped by a rule: Stopped, not failed (as the SDK's wait)
+    assert "Training job stalls-1: Stopped" in result.output
+    rows = json.loads(result.output[result.output.index("["):])
+    (status,) = rows
+    assert status["RuleEvaluationStatus"] == "IssuesFound", status
+    # it fired during the hang (at the last step it had evaluated), not while training started up
+    fired_at = int(re.search(r"StalledTrainingRule at step (\d+) resulted", status["StatusDetails"]).group(1))  # type: ignore[union-attr]
+    assert 4 <= fired_at <= 5, status
+    log = (tmp_path / "home" / "jobs" / "stalls-1" / "logs" / "training.log").read_text()
+    assert "stalling for 300 s before step 6" in log and "done:" not in log

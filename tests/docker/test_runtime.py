@@ -218,3 +218,27 @@ def test_custom_rule_image_under_sdlocal_run(docker_client: Any, sdlocal_images:
     assert images["WeightNormLow"] == images["WeightNormHigh"] == custom_rule_image
     assert images["ExplodingTensor"] == sdlocal_images.evaluator
     assert leftovers(docker_client, job) == []
+
+
+def test_stop_without_a_launcher_removes_the_jobs_leftovers(docker_client: Any, sdlocal_images: Any,
+                                                            tmp_path: Path) -> None:
+    """A launcher killed with SIGKILL cannot clean up: `sdlocal stop JOB` removes what it left."""
+    job = f"dk-orphan-{uuid.uuid4().hex[:6]}"
+    labels = {"sdlocal.job": job, "sdlocal.role": "rule", "sdlocal.rule": "Orphan"}
+    network = docker_client.networks.create(f"sdlocal-{job}", labels={"sdlocal.job": job}, internal=True)
+    docker_client.containers.run(sdlocal_images.evaluator, entrypoint=["sleep", "300"], detach=True,
+                                 labels=labels, network=network.name, name=f"sdlocal-{job}-orphan")
+    other = docker_client.containers.run(sdlocal_images.evaluator, entrypoint=["sleep", "300"], detach=True,
+                                         labels={"sdlocal.job": f"{job}-other"})
+    try:
+        assert len(leftovers(docker_client, job)) == 2
+        env = {**os.environ, "SDLOCAL_HOME": str(tmp_path / "home")}
+        stopped = subprocess.run([sys.executable, "-m", "launcher", "stop", job], cwd=REPO, env=env,
+                                 capture_output=True, text=True, timeout=120)
+        assert stopped.returncode == 0, stopped.stderr
+        assert f"job {job} had no running launcher; removed" in stopped.stdout
+        assert leftovers(docker_client, job) == []
+        other.reload()
+        assert other.status == "running"  # another job's container is left alone
+    finally:
+        other.remove(force=True)

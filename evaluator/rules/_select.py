@@ -75,3 +75,17 @@ def reduction_or_none(tensor: Any, step: int, name: str, *, abs: bool = False) -
         return None
     except (KeyError, ValueError):
         return None
+
+
+def mean_losses(trial: Any, selection: TensorSelection, step: int) -> dict[str, float]:
+    """The mean value of each selected tensor saved at `step` (a loss: a scalar, or a per-sample
+    vector); tensors not saved at the step, empty ones and NaN means are left out."""
+    losses: dict[str, float] = {}
+    for name in selection.names(trial, step):
+        values = value_or_none(trial.tensor(name), step)
+        if values is None or values.size == 0:
+            continue
+        loss = float(np.mean(values))
+        if not np.isnan(loss):
+            losses[name] = loss
+    return losses

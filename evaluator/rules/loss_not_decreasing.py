@@ -1,16 +1,13 @@
 """LossNotDecreasing: the loss stopped going down."""
 from __future__ import annotations
 
-import math
 from dataclasses import dataclass, field
 from typing import Any
-
-import numpy as np
 
 from evaluator.errors import RuleParameterError
 from evaluator.params import parse_bool, parse_float, parse_int, parse_mode
 from evaluator.rule import Rule, Verdict
-from evaluator.rules._select import TensorSelection, value_or_none
+from evaluator.rules._select import TensorSelection, mean_losses
 from trial.modes import ModeKeys
 
 
@@ -84,15 +81,7 @@ class LossNotDecreasing(Rule):
         return ModeKeys.GLOBAL
 
     def _losses(self, step: int) -> dict[str, float]:
-        losses: dict[str, float] = {}
-        for name in self.selection.names(self.base_trial, step):
-            values = value_or_none(self.base_trial.tensor(name), step)
-            if values is None or values.size == 0:
-                continue
-            loss = float(np.mean(values))
-            if not math.isnan(loss):
-                losses[name] = loss
-        return losses
+        return mean_losses(self.base_trial, self.selection, step)
 
     def invoke_at_step(self, step: int) -> Verdict:
         mode, mode_step = self.base_trial.mode_modestep(step)

@@ -4,11 +4,9 @@ from __future__ import annotations
 import math
 from typing import Any
 
-import numpy as np
-
 from evaluator.params import parse_float, parse_int
 from evaluator.rule import Rule, Verdict
-from evaluator.rules._select import TensorSelection, value_or_none
+from evaluator.rules._select import TensorSelection, mean_losses
 from trial.modes import ModeKeys
 
 # How many standard deviations of the training losses a validation gap must exceed (see Overfit).
@@ -104,15 +102,7 @@ class Overfit(Rule):
         self._open_judged = False  # the open pass had something to compare
 
     def _losses(self, step: int) -> dict[str, float]:
-        losses: dict[str, float] = {}
-        for name in self.selection.names(self.base_trial, step):
-            values = value_or_none(self.base_trial.tensor(name), step)
-            if values is None or values.size == 0:
-                continue
-            loss = float(np.mean(values))
-            if not math.isnan(loss):
-                losses[name] = loss
-        return losses
+        return mean_losses(self.base_trial, self.selection, step)
 
     def _close_pass(self) -> None:
         if self._val is not None and self._open_judged:

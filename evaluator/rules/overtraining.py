@@ -1,15 +1,12 @@
 """Overtraining: the training or validation loss stopped improving."""
 from __future__ import annotations
 
-import math
 from dataclasses import dataclass, field
 from typing import Any
 
-import numpy as np
-
 from evaluator.params import parse_float, parse_int
 from evaluator.rule import Rule, Verdict
-from evaluator.rules._select import TensorSelection, value_or_none
+from evaluator.rules._select import TensorSelection, mean_losses
 from trial.modes import ModeKeys
 
 # A period (one data point of the loss curve) is at most this many saved steps of one mode.
@@ -89,15 +86,7 @@ class Overtraining(Rule):
         return None
 
     def _losses(self, step: int) -> dict[str, float]:
-        losses: dict[str, float] = {}
-        for name in self.selection.names(self.base_trial, step):
-            values = value_or_none(self.base_trial.tensor(name), step)
-            if values is None or values.size == 0:
-                continue
-            loss = float(np.mean(values))
-            if not math.isnan(loss):
-                losses[name] = loss
-        return losses
+        return mean_losses(self.base_trial, self.selection, step)
 
     def _close(self, phase: ModeKeys, step: int) -> bool | None:
         """Judge the open period of `phase`; True if a loss has not improved for its patience."""

@@ -21,7 +21,7 @@ class PoorWeightInitialization(Rule):
        zero variance beside one with a positive variance counts as an infinite ratio). The inputs
        are the `relu_input` collection (`collection_names`) ∪ the tensors matching
        `activation_inputs_regex`; a layer is one tensor; its variance is over all its elements
-       (NaN left out), from the hook's saved `variance` reduction when the raw value was not
+       (NaN and ±inf left out), from the hook's saved `variance` reduction when the raw value was not
        saved. Needs two layers with a variance at the step.
     2. gradients: p95 − p5 of the pooled elements of every `gradients` tensor saved at the step
        (finite values only; raw values needed) < `distribution_range`.
@@ -83,7 +83,7 @@ class PoorWeightInitialization(Rule):
             tensor = self.base_trial.tensor(name)
             raw = value_or_none(tensor, step)
             if raw is not None:
-                finite = raw[~np.isnan(raw)] if np.issubdtype(raw.dtype, np.floating) else raw
+                finite = raw[np.isfinite(raw)] if np.issubdtype(raw.dtype, np.floating) else raw
                 var = float(np.var(finite.astype(np.float64))) if finite.size else math.nan
             else:
                 var = reduction_or_none(tensor, step, "variance") or math.nan
@@ -109,8 +109,9 @@ class PoorWeightInitialization(Rule):
 
     def _loss(self, step: int) -> float:
         values = [value_or_none(self.base_trial.tensor(n), step) for n in self.losses.names(self.base_trial, step)]
-        means = [float(np.mean(v)) for v in values if v is not None and v.size]
-        return float(np.mean(means)) if means else math.nan
+        with np.errstate(invalid="ignore", over="ignore"):  # inf - inf in a diverged loss: NaN, never "lower"
+            means = [float(np.mean(v)) for v in values if v is not None and v.size]
+            return float(np.mean(means)) if means else math.nan
 
     def _loss_stalled(self, step: int, position: int) -> bool | None:
         """None while the loss cannot be judged (yet, or any more)."""

@@ -130,3 +130,15 @@ def test_fixture_trials(fixture_trials: Path, trial_name: str, fires_at: int | N
     else:
         assert status.status is Status.ISSUES_FOUND
         assert f"rule PoorWeightInitialization at step {fires_at} resulted" in status.status_details
+
+
+def test_a_diverged_step_is_judged_on_its_finite_values_without_numpy_warnings(tmp_path: Path) -> None:
+    # a training that blew up: activation inputs with ±inf beside huge finite values, an inf loss
+    blown = acts(1.0, 1.0)
+    blown[IN0][0, :2] = [np.inf, -np.inf]
+    blown[IN0][1, 0] = np.float32(3e38)
+    trial = make_trial(tmp_path, train_steps([{**blown, LOSS: np.float32(np.inf)}, {**acts(1, 1), LOSS: np.float32(1.0)}]))
+    with np.errstate(all="raise"):  # numpy's RuntimeWarnings would end the evaluator with Error
+        verdicts = rule_verdicts(PoorWeightInitialization(trial), range(2))
+    assert verdicts[0] is Verdict.CONDITION_MET  # 3e38 among unit-variance values: a huge variance ratio
+    assert verdicts[1] is Verdict.CONDITION_NOT_MET

@@ -15,6 +15,8 @@ from collections.abc import Callable
 from dataclasses import dataclass
 from pathlib import Path
 
+from launcher.errors import JobError
+
 STOP_FILE = "stop-request"
 
 
@@ -40,14 +42,27 @@ def _alive(pid: int) -> bool:
 
 
 def register(home: Path, job_name: str, job_dir: Path, pid: int | None = None) -> Path:
+    """Record this launcher as the one running `job_name`; JobError when another live launcher
+    runs it (its record, stop file and outputs stay its own)."""
+    running = find_running(home, job_name)
+    if running is not None and running.pid != (pid or os.getpid()):
+        raise JobError(f"Training job {job_name} is already running (sdlocal run, pid {running.pid}); "
+                       "choose another --job-name")
     path = _entry(home, job_name)
     path.parent.mkdir(parents=True, exist_ok=True)
     path.write_text(json.dumps({"pid": pid or os.getpid(), "job_dir": str(job_dir)}))
     return path
 
 
-def unregister(home: Path, job_name: str) -> None:
-    _entry(home, job_name).unlink(missing_ok=True)
+def unregister(home: Path, job_name: str, pid: int | None = None) -> None:
+    """Remove the record of `job_name` if it is this launcher's (`pid`, default this process)."""
+    path = _entry(home, job_name)
+    try:
+        owner = int(json.loads(path.read_text())["pid"])
+    except (OSError, ValueError, KeyError, TypeError):
+        owner = None  # torn or foreign: nobody's record, remove it
+    if owner in (None, pid or os.getpid()):
+        path.unlink(missing_ok=True)
 
 
 def find_running(home: Path, job_name: str) -> RunningJob | None:
@@ -111,6 +126,9 @@ class StopWatcher:
                 return
 
     def close(self) -> None:
+        """Stop watching and remove the stop file (nothing when the watch never started)."""
+        if self._thread.ident is None:
+            return
         self._closed.set()
         self._thread.join(5.0)
         self.path.unlink(missing_ok=True)

@@ -290,3 +290,32 @@ def test_process_runtime_warns_about_a_custom_rule_image(tmp_path: Path, moto_se
                         "using the built-in evaluator"]
     assert "Training job warn-image: Completed" in result.output
     assert result.exit_code == 0, result.output
+
+
+def test_run_of_a_job_already_running_is_refused(tmp_path: Path, moto_server: str,
+                                                 monkeypatch: pytest.MonkeyPatch) -> None:
+    """A second `sdlocal run` of a running job name must neither start nor take over (and then
+    delete) the running launcher's record: `sdlocal stop` would no longer find that launcher."""
+    import subprocess
+    import sys
+
+    from launcher.runtime._control import find_running, register
+
+    home = tmp_path / "home"
+    monkeypatch.setenv("SDLOCAL_HOME", str(home))
+    (tmp_path / "train.py").write_text("print('should not run')\n")
+    first = subprocess.Popen([sys.executable, "-c", "import time; time.sleep(60)"])  # the running launcher
+    try:
+        register(home, "busy", tmp_path / "first", pid=first.pid)
+        result = CliRunner().invoke(cli, ["run", "--entry-point", "train.py", "--source-dir", str(tmp_path),
+                                          "--job-name", "busy", "--runtime", "process", "--overwrite",
+                                          "--s3-endpoint-url", moto_server, "--work-dir", str(tmp_path / "work")])
+        running = find_running(home, "busy")
+    finally:
+        first.kill()
+        first.wait(30)
+    assert result.exit_code == 1, result.output
+    assert result.output.splitlines()[-1] == (f"Error: Training job busy is already running (sdlocal run, pid "
+                                              f"{first.pid}); choose another --job-name")
+    assert running is not None and running.pid == first.pid and running.job_dir == tmp_path / "first"
+    assert not (tmp_path / "work").exists()

@@ -86,7 +86,8 @@ class PoorWeightInitialization(Rule):
                 finite = raw[np.isfinite(raw)] if np.issubdtype(raw.dtype, np.floating) else raw
                 var = float(np.var(finite.astype(np.float64))) if finite.size else math.nan
             else:
-                var = reduction_or_none(tensor, step, "variance") or math.nan
+                saved = reduction_or_none(tensor, step, "variance")  # 0.0 is a variance, not "none"
+                var = math.nan if saved is None else saved
             if math.isfinite(var):
                 variances.append(var)
         if len(variances) < 2 or max(variances) == 0.0:

@@ -142,3 +142,11 @@ def test_a_diverged_step_is_judged_on_its_finite_values_without_numpy_warnings(t
         verdicts = rule_verdicts(PoorWeightInitialization(trial), range(2))
     assert verdicts[0] is Verdict.CONDITION_MET  # 3e38 among unit-variance values: a huge variance ratio
     assert verdicts[1] is Verdict.CONDITION_NOT_MET
+
+
+def test_a_saved_zero_variance_reduction_is_a_zero_variance_layer(tmp_path: Path) -> None:
+    # a layer saved only as reductions with variance 0 (a dead layer) beside a live one: infinite ratio
+    live = acts(1.0, 1.0)[IN1]
+    trial = make_trial(tmp_path, train_steps([{"smdebug/reductions/variance/" + IN0: np.float32(0.0), IN1: live},
+                                              {"smdebug/reductions/variance/" + IN0: np.float32(1.0), IN1: live}]))
+    assert rule_verdicts(PoorWeightInitialization(trial), range(2)) == [Verdict.CONDITION_MET, Verdict.CONDITION_NOT_MET]

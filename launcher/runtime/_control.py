@@ -16,6 +16,7 @@ from dataclasses import dataclass
 from pathlib import Path
 
 from launcher.errors import JobError
+from launcher.s3 import _pid_alive
 
 STOP_FILE = "stop-request"
 
@@ -29,16 +30,6 @@ class RunningJob:
 
 def _entry(home: Path, job_name: str) -> Path:
     return home / "running" / f"{job_name}.json"
-
-
-def _alive(pid: int) -> bool:
-    try:
-        os.kill(pid, 0)
-    except ProcessLookupError:
-        return False
-    except PermissionError:
-        return True
-    return True
 
 
 def register(home: Path, job_name: str, job_dir: Path, pid: int | None = None) -> Path:
@@ -73,7 +64,7 @@ def find_running(home: Path, job_name: str) -> RunningJob | None:
         job = RunningJob(job_name, int(data["pid"]), Path(data["job_dir"]))
     except (OSError, ValueError, KeyError, TypeError):
         return None
-    if not _alive(job.pid):
+    if not _pid_alive(job.pid):
         path.unlink(missing_ok=True)
         return None
     return job

@@ -150,13 +150,9 @@ class DockerRuntime(Runtime):
 
     # -- images ----------------------------------------------------------------------------------
     def image_exists(self, image: str) -> bool:
-        import docker.errors
+        from launcher.images import image_exists
 
-        try:
-            self.client.images.get(image)
-            return True
-        except docker.errors.ImageNotFound:
-            return False
+        return image_exists(image, self.client)
 
     def missing_images(self, rule_images: list[str | None], training: str | None) -> list[str]:
         """The images this job would run that are not present locally (checked before anything starts)."""

@@ -17,7 +17,8 @@ REDUCTION_PREFIX = "smdebug/"
 class TensorSelection:
     """The union of `collection_names` and `tensor_regex` (comma lists or lists), or every tensor
     when `select_all_if_empty` and neither is given. A collection the trial does not have selects
-    nothing (the hook may not have saved it yet); a regex is searched (`re.search`), as smdebug."""
+    nothing (the hook may not have saved it yet); a regex is searched (`re.search`), as smdebug.
+    `regex_param` is the rule's name for the regex parameter (errors name it)."""
 
     def __init__(
         self,
@@ -26,15 +27,16 @@ class TensorSelection:
         tensor_regex: object = None,
         *,
         select_all_if_empty: bool = True,
+        regex_param: str = "tensor_regex",
     ) -> None:
         self.collections = parse_str_list(rule, "collection_names", collection_names)
-        self.regex_texts = parse_str_list(rule, "tensor_regex", tensor_regex)
+        self.regex_texts = parse_str_list(rule, regex_param, tensor_regex)
         self.regexes: list[re.Pattern[str]] = []
         for text in self.regex_texts:
             try:
                 self.regexes.append(re.compile(text))
             except re.error as exc:
-                raise RuleParameterError(rule, "tensor_regex", text, f"not a regular expression ({exc})") from None
+                raise RuleParameterError(rule, regex_param, text, f"not a regular expression ({exc})") from None
         self.select_all_if_empty = select_all_if_empty
 
     @property

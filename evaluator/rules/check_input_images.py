@@ -1,14 +1,12 @@
 """CheckInputImages: input images that were not normalized."""
 from __future__ import annotations
 
-import re
 from dataclasses import dataclass, field
 from typing import Any
 
 import numpy as np
 
-from evaluator.errors import RuleParameterError
-from evaluator.params import parse_float, parse_int, parse_str_list
+from evaluator.params import parse_float, parse_int
 from evaluator.rule import Rule, Verdict
 from evaluator.rules._select import TensorSelection, value_or_none
 
@@ -51,12 +49,7 @@ class CheckInputImages(Rule):
         self.threshold_mean = float(parse_float(rule, "threshold_mean", threshold_mean, minimum=0.0))  # type: ignore[arg-type]
         self.threshold_samples = int(parse_int(rule, "threshold_samples", threshold_samples, minimum=1))  # type: ignore[arg-type]
         self.channel = int(parse_int(rule, "channel", channel, minimum=1))  # type: ignore[arg-type]
-        for text in parse_str_list(rule, "regex", regex):
-            try:
-                re.compile(text)
-            except re.error as exc:
-                raise RuleParameterError(rule, "regex", text, f"not a regular expression ({exc})") from None
-        self.selection = TensorSelection(rule, collection_names, regex, select_all_if_empty=False)
+        self.selection = TensorSelection(rule, collection_names, regex, select_all_if_empty=False, regex_param="regex")
         self._running: dict[str, _Running] = {}
 
     def _add(self, name: str, step: int, value: np.ndarray) -> _Running | None:

@@ -2,13 +2,11 @@
 from __future__ import annotations
 
 import math
-import re
 from typing import Any
 
 import numpy as np
 
-from evaluator.errors import RuleParameterError
-from evaluator.params import parse_float, parse_int, parse_str_list
+from evaluator.params import parse_float, parse_int
 from evaluator.rule import Rule, Verdict
 from evaluator.rules._select import TensorSelection, reduction_or_none, value_or_none
 from trial.modes import ModeKeys
@@ -53,12 +51,8 @@ class PoorWeightInitialization(Rule):
     ) -> None:
         super().__init__(base_trial, action_str=action_str)
         rule = self.rule_name
-        for text in parse_str_list(rule, "activation_inputs_regex", activation_inputs_regex):
-            try:
-                re.compile(text)
-            except re.error as exc:
-                raise RuleParameterError(rule, "activation_inputs_regex", text, f"not a regular expression ({exc})") from None
-        self.activations = TensorSelection(rule, collection_names, activation_inputs_regex, select_all_if_empty=False)
+        self.activations = TensorSelection(rule, collection_names, activation_inputs_regex, select_all_if_empty=False,
+                                           regex_param="activation_inputs_regex")
         self.threshold = float(parse_float(rule, "threshold", threshold, minimum=1.0))  # type: ignore[arg-type]
         self.distribution_range = float(parse_float(rule, "distribution_range", distribution_range, minimum=0.0))  # type: ignore[arg-type]
         self.patience = int(parse_int(rule, "patience", patience, minimum=1))  # type: ignore[arg-type]

@@ -73,8 +73,9 @@ def test_no_images_and_tensors_without_the_channel_axis(tmp_path: Path) -> None:
                                               ("channel", "0"), ("regex", "(")])
 def test_bad_parameters_name_the_parameter(tmp_path: Path, param: str, value: str) -> None:
     trial = make_trial(tmp_path, train_steps([{IMG: images(2)}]))
-    with pytest.raises(RuleParameterError, match=param):
+    with pytest.raises(RuleParameterError, match=param) as raised:
         CheckInputImages(trial, **{param: value})
+    assert raised.value.parameter == param
     status = evaluate_trial(str(tmp_path), "CheckInputImages", {param: value})
     assert status.status is Status.ERROR and param in status.status_details
 

@@ -111,8 +111,9 @@ def test_only_the_first_steps_train_steps_and_missing_tensors(tmp_path: Path) ->
 def test_bad_parameters_name_the_parameter(tmp_path: Path, param: str, value: str) -> None:
     make_trial(tmp_path, train_steps([grad()]))
     trial = create_trial(str(tmp_path))
-    with pytest.raises(RuleParameterError, match=param):
+    with pytest.raises(RuleParameterError, match=param) as raised:
         PoorWeightInitialization(trial, **{param: value})
+    assert raised.value.parameter == param
     status = evaluate_trial(str(tmp_path), "PoorWeightInitialization", {param: value})
     assert status.status is Status.ERROR and param in status.status_details
 

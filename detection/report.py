@@ -65,10 +65,12 @@ def markdown(results: Results, *, generated: _dt.datetime | None = None) -> str:
               "1. Pointing parameters, on every run (these rules need them to know what to inspect):"]
     for rule, params in RULE_PARAMETERS.items():
         lines.append(f"   - {rule}: " + ", ".join(f"`{k}={v}`" for k, v in params.items()))
+    ran = [s for s in SCENARIOS if s.name in runs]
+    partners = "".join(f"; on `{s.name}`: {s.compare_with}" for s in ran if s.compare_with)
     lines.append("   - SimilarAcrossRuns: `other_trials` = the same healthy run trained again with the same seed "
-                 "(`<run>~rerun`); on `changed_seed`: healthy_mlp; n/a on other fault runs.")
+                 f"(`<run>~rerun`){partners}; n/a on other fault runs.")
     lines.append("2. Per-run parameters:")
-    for s in SCENARIOS:
+    for s in ran:
         for rule, params in s.rule_parameters.items():
             lines.append(f"   - {s.name}, {rule}: " + ", ".join(f"`{k}={v}`" for k, v in params.items())
                          + (" (evaluated on the live trial while it trains)" if rule in s.follow else ""))

@@ -100,3 +100,15 @@ def test_cli_runs_one_scenario_and_exits_by_the_matrix(tmp_path: Path) -> None:
     assert code == (1 if wrong else (2 if data["missing_rules"] else 0))
     assert [r["name"] for r in data["runs"]] == ["dead_relu"]
     assert "dead_relu" in md.read_text()
+
+
+def test_report_footnotes_name_only_the_runs_that_ran() -> None:
+    from detection.matrix import Cell, RunInfo
+
+    results = Results(rules=["DeadRelu"], missing=[],
+                      runs=[RunInfo("dead_relu", "biases of -20", False, ("DeadRelu",), 1.0,
+                                    {"first_loss": 1.0, "last_loss": 1.0, "val_loss": 1.0})],
+                      cells=[Cell("DeadRelu", "dead_relu", FIRED, "fire")])
+    text = report.markdown(results)
+    assert "| DeadRelu | **FIRES** ✓ |" in text
+    assert "stalled" not in text and "changed_seed" not in text

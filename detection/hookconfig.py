@@ -4,8 +4,8 @@
 CollectionConfigurations (launcher/_collections.py). A detection run stands for a job with ALL
 built-in rules attached, so it gets all their defaults, plus a short `save_interval` in
 HookParameters (which, as under `sdlocal run`, replaces the rules' `save_interval=500`), plus the
-explicit entries a user would add for rules whose data is not in any rule default (listed in the
-matrix footnotes).
+explicit entry a user would add where a rule default's regex names another framework's tensor
+(USER_COLLECTIONS; the whole request is printed in the matrix footnotes).
 """
 from __future__ import annotations
 
@@ -15,7 +15,6 @@ from typing import Any
 
 from evaluator.registry import BUILTIN_RULES
 from hook.config import HookConfig
-from hook.errors import HookConfigError
 from launcher._collections import CollectionConfig, merge_collections, rule_default_collections
 
 # Every built-in Debugger rule of rules.md (the XGBoost ones do not apply to PyTorch training).
@@ -29,12 +28,9 @@ EXPECTED_RULES: tuple[str, ...] = (
 SAVE_INTERVAL = "1"
 
 # Collections a user adds explicitly (CollectionConfigurations) so that rules whose defaults
-# (smdebug_rulesconfig) name no collection, or an MXNet-style regex, see this PyTorch model's data.
+# (smdebug_rulesconfig) name an MXNet-style regex see this PyTorch model's data. (labels,
+# predictions, tanh_input and sigmoid_input come with the rules' defaults: launcher/_collections.py.)
 USER_COLLECTIONS: tuple[CollectionConfig, ...] = (
-    CollectionConfig("labels", {}),
-    CollectionConfig("predictions", {}),
-    CollectionConfig("tanh_input", {}),
-    CollectionConfig("sigmoid_input", {}),
     CollectionConfig("input_image", {"include_regex": "^ConvNet_input_0$"}),
 )
 
@@ -48,16 +44,6 @@ def missing_rules() -> list[str]:
     return [r for r in EXPECTED_RULES if r not in BUILTIN_RULES]
 
 
-def hook_supports(collection: CollectionConfig) -> bool:
-    """Whether our hook accepts this collection entry (a collection it does not know needs an
-    include_regex; until the hook knows `labels`, `tanh_input`, ... those entries are left out)."""
-    try:
-        HookConfig.from_dict({"CollectionConfigurations": [collection.to_request()]})
-    except HookConfigError:
-        return False
-    return True
-
-
 def hook_request(
     rules: Iterable[str] | None = None,
     user_collections: Iterable[CollectionConfig] = USER_COLLECTIONS,
@@ -68,8 +54,7 @@ def hook_request(
     params = dict(hook_parameters or {"save_interval": SAVE_INTERVAL})
     names = list(rules) if rules is not None else list(EXPECTED_RULES)
     defaults = [c for r in names for c in rule_default_collections(r)]
-    entries = [c for c in user_collections if hook_supports(c)]
-    merged = merge_collections(entries, defaults, params)
+    merged = merge_collections(user_collections, defaults, params)
     return {"HookParameters": params, "CollectionConfigurations": [c.to_request() for c in merged]}
 
 

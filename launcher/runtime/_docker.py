@@ -170,19 +170,12 @@ class DockerRuntime(Runtime):
         """The job network and S3 gateway (first call); returns `env` with the endpoint rewritten."""
         with self._lock:
             if self._network is None:
-                endpoint_url = env.get("AWS_ENDPOINT_URL_S3")
-                self._aws = not endpoint_url
-                self._network = self.client.networks.create(
-                    container_name("sdlocal", job, self.run_id), driver="bridge", internal=not self._aws,
-                    labels=self._labels(job, "network"), check_duplicate=True,
-                    # no host address on the job's bridge: its containers cannot reach the host's
-                    # services either (an internal network only stops forwarding, not the host)
-                    options={"com.docker.network.bridge.inhibit_ipv4": "true"} if not self._aws else {},
-                )
-                if endpoint_url:
-                    self._start_gateway(job, Endpoint.parse(endpoint_url))
-                else:
-                    self.echo("S3 is AWS's own: the job's containers get internet access (no S3 gateway)")
+                failures: tuple[type[BaseException], ...] = (OSError, *_docker_errors())  # the relay's bind, the engine
+                try:
+                    self._create_network(job, env.get("AWS_ENDPOINT_URL_S3"))
+                except failures as e:
+                    raise RuntimeLaunchError(
+                        f"cannot start the job network and S3 gateway: {' '.join(str(e).split())}") from e
         env = {**{k: v for k, v in os.environ.items() if k in _AWS_ENV}, **env}  # a process would inherit them
         if self._gateway_url:
             env["AWS_ENDPOINT_URL_S3"] = self._gateway_url
@@ -190,6 +183,20 @@ class DockerRuntime(Runtime):
                 env.update({"AWS_ACCESS_KEY_ID": "sdlocal", "AWS_SECRET_ACCESS_KEY": "sdlocal"})
         env.setdefault("AWS_DEFAULT_REGION", "us-east-1")
         return env
+
+    def _create_network(self, job: str, endpoint_url: str | None) -> None:
+        self._aws = not endpoint_url
+        self._network = self.client.networks.create(
+            container_name("sdlocal", job, self.run_id), driver="bridge", internal=not self._aws,
+            labels=self._labels(job, "network"), check_duplicate=True,
+            # no host address on the job's bridge: its containers cannot reach the host's
+            # services either (an internal network only stops forwarding, not the host)
+            options={"com.docker.network.bridge.inhibit_ipv4": "true"} if not self._aws else {},
+        )
+        if endpoint_url:
+            self._start_gateway(job, Endpoint.parse(endpoint_url))
+        else:
+            self.echo("S3 is AWS's own: the job's containers get internet access (no S3 gateway)")
 
     def _bridge_gateway_ip(self) -> str:
         bridge = self.client.networks.get("bridge")
@@ -274,13 +281,15 @@ class DockerRuntime(Runtime):
     # -- cleanup ---------------------------------------------------------------------------------
     def close(self) -> None:
         """Stop and remove this run's containers and network (unless `keep`); stop the host relay."""
-        if not self.keep:
-            remove_run(self.client, {"sdlocal.run": self.run_id})
-        for handle in self.handles:
-            handle.release()
-        if self._relay is not None:
-            self._relay.close()
-            self._relay = None
+        try:
+            if not self.keep:
+                remove_run(self.client, {"sdlocal.run": self.run_id})
+        finally:  # an engine that stopped answering must not leave the relay or the wait threads
+            for handle in self.handles:
+                handle.release()
+            if self._relay is not None:
+                self._relay.close()
+                self._relay = None
 
 
 def remove_run(client: Any, labels: dict[str, str]) -> list[str]:

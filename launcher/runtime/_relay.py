@@ -49,7 +49,11 @@ class ThreadRelay:
     def __init__(self, listen_host: str, target_host: str, target_port: int, listen_port: int = 0) -> None:
         self.listen_host = listen_host
         self._loop = asyncio.new_event_loop()
-        self._server = self._loop.run_until_complete(start(listen_host, listen_port, target_host, target_port))
+        try:
+            self._server = self._loop.run_until_complete(start(listen_host, listen_port, target_host, target_port))
+        except BaseException:
+            self._loop.close()  # e.g. the listen address is not this host's: no loop left open
+            raise
         self.port: int = self._server.sockets[0].getsockname()[1]
         self._thread = threading.Thread(target=self._loop.run_forever, name="sdlocal-s3-relay", daemon=True)
         self._thread.start()

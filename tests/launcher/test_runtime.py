@@ -250,3 +250,63 @@ def test_select_runtime_without_engine() -> None:
     assert lines == ["Runtime: process (no Docker engine answers (connection refused))"]
     with pytest.raises(RuntimeLaunchError, match="--runtime docker: no Docker engine answers"):
         select_runtime("docker", **common)  # type: ignore[arg-type]
+
+
+def test_s3_gateway_that_cannot_start_is_one_line_and_leaves_no_loop(monkeypatch: pytest.MonkeyPatch) -> None:
+    """The host relay listens on the docker bridge's gateway address; when that address is not this
+    host's (a remote engine), starting the job network is a RuntimeLaunchError naming the S3 gateway."""
+    import asyncio
+    import threading
+
+    from launcher.runtime._docker import DockerRuntime
+
+    class Network:
+        name = "sdlocal-j-net"
+        attrs = {"IPAM": {"Config": [{"Subnet": "192.0.2.0/24", "Gateway": "192.0.2.1"}]}}  # TEST-NET-1
+
+    class Networks:
+        def create(self, *_args: object, **_kwargs: object) -> Network:
+            return Network()
+
+        def get(self, _name: str) -> Network:
+            return Network()
+
+    class Client:
+        networks = Networks()
+
+    runtime = DockerRuntime(Client(), training_image="tr:1", evaluator_image="ev:1", echo=lambda _: None)
+    loops = []
+    real_new_loop = asyncio.new_event_loop
+
+    def new_loop() -> asyncio.AbstractEventLoop:
+        loops.append(real_new_loop())
+        return loops[-1]
+
+    monkeypatch.setattr(asyncio, "new_event_loop", new_loop)
+    with pytest.raises(RuntimeLaunchError) as err:
+        runtime._ensure_network("j", {"AWS_ENDPOINT_URL_S3": "http://127.0.0.1:5000"})
+    assert str(err.value).startswith("cannot start the job network and S3 gateway: ") and "\n" not in str(err.value)
+    assert loops and all(loop.is_closed() for loop in loops)
+    assert not [t for t in threading.enumerate() if t.name == "sdlocal-s3-relay"]
+
+
+def test_docker_runtime_close_stops_the_relay_when_the_engine_fails() -> None:
+    import threading
+
+    import docker.errors
+
+    from launcher.runtime._docker import DockerRuntime
+
+    class Containers:
+        def list(self, **_kwargs: object) -> list[object]:
+            raise docker.errors.APIError("engine gone")
+
+    class Client:
+        containers = Containers()
+
+    runtime = DockerRuntime(Client(), training_image="tr:1", evaluator_image="ev:1", echo=lambda _: None)
+    runtime._relay = ThreadRelay("127.0.0.1", "127.0.0.1", 9)
+    with pytest.raises(docker.errors.APIError):
+        runtime.close()
+    assert runtime._relay is None
+    assert not [t for t in threading.enumerate() if t.name == "sdlocal-s3-relay"]

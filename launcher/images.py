@@ -330,6 +330,9 @@ def build_images(
     wheelhouse = wheelhouse or context / "build" / "wheelhouse"
     if wheelhouse.resolve() != (context / "build" / "wheelhouse").resolve():
         raise ImageError(f"the wheelhouse must be {context / 'build' / 'wheelhouse'} (the Dockerfiles COPY it)")
+    unknown = [kind for kind in which if kind not in ("training", "evaluator")]
+    if unknown:  # before minutes of base image and wheelhouse work
+        raise ImageError(f"unknown image kind {unknown[0]!r}: expected training or evaluator")
     seconds: dict[str, float] = {}
 
     started = time.monotonic()
@@ -342,8 +345,6 @@ def build_images(
     version = sdlocal_version()
     tags = {"training": training_image(version), "evaluator": evaluator_image(version)}
     for kind in which:
-        if kind not in tags:
-            raise ImageError(f"unknown image kind {kind!r}: expected training or evaluator")
         started = time.monotonic()
         echo(f"== building {tags[kind]} FROM {base}")
         previous = _image_id(client, tags[kind])

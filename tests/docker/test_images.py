@@ -124,6 +124,17 @@ def test_a_cuda_wheel_in_the_wheelhouse_is_an_error(tmp_path: Path) -> None:
         img.build_wheelhouse(tmp_path / "wh", REPO, echo=lambda _l: None, run=_RecordingPip())
 
 
+def test_an_unknown_image_kind_fails_before_any_build_work() -> None:
+    class NoEngine:
+        def __getattr__(self, name: str) -> Any:
+            raise AssertionError(f"the engine was asked for {name} before the image kinds were checked")
+
+    pip = _RecordingPip()
+    with pytest.raises(img.ImageError, match="unknown image kind 'trainig'"):
+        img.build_images(client=NoEngine(), context=REPO, which=("evaluator", "trainig"), echo=lambda _l: None, run=pip)
+    assert pip.calls == []
+
+
 # ------------------------------------------------------------------------------------ real containers
 
 

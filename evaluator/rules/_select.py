@@ -1,5 +1,6 @@
-"""Shared helpers of the built-in rules: which tensors a rule inspects at a step, and reading a
-tensor's value or reductions without treating missing data as an error."""
+"""Shared helpers of the built-in rules: which tensors a rule inspects at a step, reading a
+tensor's value or reductions without treating missing data as an error, and which steps count
+as training steps."""
 from __future__ import annotations
 
 import re
@@ -10,6 +11,7 @@ import numpy as np
 from evaluator.errors import RuleParameterError
 from evaluator.params import parse_str_list
 from evaluator.rule import MISSING_DATA_ERRORS
+from trial.modes import ModeKeys
 
 REDUCTION_PREFIX = "smdebug/"
 
@@ -91,3 +93,24 @@ def mean_losses(trial: Any, selection: TensorSelection, step: int) -> dict[str, 
         if not np.isnan(loss):
             losses[name] = loss
     return losses
+
+
+def is_training(mode: ModeKeys | None) -> bool:
+    """TRAIN steps are training, and so are GLOBAL ones (a hook that never set a mode)."""
+    return mode is None or mode in (ModeKeys.TRAIN, ModeKeys.GLOBAL)
+
+
+def has_train_steps(trial: Any) -> bool:
+    return ModeKeys.TRAIN in trial.modes()
+
+
+def training_position(trial: Any, step: int, train_only: bool) -> int | None:
+    """The step's place among the counted steps: its TRAIN mode step when `train_only` (the trial
+    has TRAIN steps, `has_train_steps`; a step of another mode then has no place: None), else
+    the global step."""
+    if not train_only:
+        return step
+    mode, mode_step = trial.mode_modestep(step)
+    if mode != ModeKeys.TRAIN or mode_step is None:
+        return None
+    return int(mode_step)

@@ -11,7 +11,7 @@ import numpy as np
 from evaluator.errors import RuleParameterError
 from evaluator.params import parse_bool, parse_float, parse_int
 from evaluator.rule import Rule, Verdict
-from evaluator.rules._select import REDUCTION_PREFIX, value_or_none
+from evaluator.rules._select import REDUCTION_PREFIX, is_training, value_or_none
 from trial.modes import ModeKeys
 
 # A class with fewer samples than this in the window is not judged for mispredictions.
@@ -149,7 +149,7 @@ class ClassImbalance(Rule):
 
     def invoke_at_step(self, step: int) -> Verdict:
         mode, _ = self.base_trial.mode_modestep(step)
-        key = ModeKeys.TRAIN if mode is None or mode == ModeKeys.GLOBAL else ModeKeys(mode)
+        key = ModeKeys.TRAIN if is_training(mode) else ModeKeys(mode)
         labels, pairs = self._read_step(step)
         if not labels.size:
             return Verdict.NOT_EVALUATED

@@ -7,7 +7,7 @@ import numpy as np
 
 from evaluator.params import is_none, parse_float, parse_int
 from evaluator.rule import Rule, Verdict
-from evaluator.rules._select import TensorSelection, value_or_none
+from evaluator.rules._select import TensorSelection, is_training, value_or_none
 from trial.modes import ModeKeys
 
 _Counts = dict[tuple[str, str], np.ndarray]  # confusion matrices per (labels, predictions) pair
@@ -156,7 +156,7 @@ class Confusion(Rule):
             self._pass_steps = (self._pass_steps[0], step)
             return Verdict.NOT_EVALUATED
         self._pass_open = False  # any other step ends a validation pass
-        if counts and (mode is None or mode in (ModeKeys.TRAIN, ModeKeys.GLOBAL)):
+        if counts and is_training(mode):
             self._train, self._train_step = counts, step
         return Verdict.NOT_EVALUATED
 

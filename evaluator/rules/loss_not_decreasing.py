@@ -86,7 +86,7 @@ class LossNotDecreasing(Rule):
     def invoke_at_step(self, step: int) -> Verdict:
         mode, mode_step = self.base_trial.mode_modestep(step)
         target = self._target_mode()
-        if target is not ModeKeys.GLOBAL and ModeKeys(mode) is not target:
+        if target is not ModeKeys.GLOBAL and mode != target:
             return Verdict.NOT_EVALUATED
         if target is ModeKeys.GLOBAL:
             mode_step = step

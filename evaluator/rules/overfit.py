@@ -6,7 +6,7 @@ from typing import Any
 
 from evaluator.params import parse_float, parse_int
 from evaluator.rule import Rule, Verdict
-from evaluator.rules._select import TensorSelection, mean_losses
+from evaluator.rules._select import TensorSelection, is_training, mean_losses
 from trial.modes import ModeKeys
 
 # How many standard deviations of the training losses a validation gap must exceed (see Overfit).
@@ -131,7 +131,7 @@ class Overfit(Rule):
         if step < self.start_step:
             return Verdict.NOT_EVALUATED
         mode, _ = self.base_trial.mode_modestep(step)
-        if mode is None or mode in (ModeKeys.TRAIN, ModeKeys.GLOBAL):
+        if is_training(mode):
             if self._val is not None:  # a validation pass just ended
                 self._close_pass()
                 self._train = _Means()

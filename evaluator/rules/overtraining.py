@@ -6,7 +6,7 @@ from typing import Any
 
 from evaluator.params import parse_float, parse_int
 from evaluator.rule import Rule, Verdict
-from evaluator.rules._select import TensorSelection, mean_losses
+from evaluator.rules._select import TensorSelection, is_training, mean_losses
 from trial.modes import ModeKeys
 
 # A period (one data point of the loss curve) is at most this many saved steps of one mode.
@@ -79,7 +79,7 @@ class Overtraining(Rule):
 
     @staticmethod
     def _phase(mode: Any) -> ModeKeys | None:
-        if mode is None or mode in (ModeKeys.TRAIN, ModeKeys.GLOBAL):
+        if is_training(mode):
             return ModeKeys.TRAIN
         if mode == ModeKeys.EVAL:
             return ModeKeys.EVAL

@@ -8,8 +8,13 @@ import numpy as np
 
 from evaluator.params import parse_float, parse_int
 from evaluator.rule import Rule, Verdict
-from evaluator.rules._select import TensorSelection, reduction_or_none, value_or_none
-from trial.modes import ModeKeys
+from evaluator.rules._select import (
+    TensorSelection,
+    has_train_steps,
+    reduction_or_none,
+    training_position,
+    value_or_none,
+)
 
 
 class PoorWeightInitialization(Rule):
@@ -62,14 +67,6 @@ class PoorWeightInitialization(Rule):
         self._baseline: tuple[int, float] | None = None  # (position, loss)
         self._lower_seen = False
         self._loss_judged = False
-
-    def _position(self, step: int) -> int | None:
-        if ModeKeys.TRAIN not in set(self.base_trial.modes()):
-            return step
-        mode, mode_step = self.base_trial.mode_modestep(step)
-        if mode is None or ModeKeys(mode) is not ModeKeys.TRAIN or mode_step is None:
-            return None
-        return int(mode_step)
 
     def _variance_ratio(self, step: int) -> float | None:
         variances = []
@@ -125,7 +122,7 @@ class PoorWeightInitialization(Rule):
         return not self._lower_seen
 
     def invoke_at_step(self, step: int) -> Verdict:
-        position = self._position(step)
+        position = training_position(self.base_trial, step, has_train_steps(self.base_trial))
         if position is None or position >= self.steps:
             return Verdict.NOT_EVALUATED
         findings = []

@@ -8,8 +8,7 @@ import numpy as np
 
 from evaluator.params import parse_float, parse_int
 from evaluator.rule import Rule, Verdict
-from evaluator.rules._select import TensorSelection, value_or_none
-from trial.modes import ModeKeys
+from evaluator.rules._select import TensorSelection, has_train_steps, training_position, value_or_none
 
 
 class WeightUpdateRatio(Rule):
@@ -44,29 +43,20 @@ class WeightUpdateRatio(Rule):
         self.epsilon = float(parse_float(rule, "epsilon", epsilon, minimum=0.0))  # type: ignore[arg-type]
         self.selection = TensorSelection(rule, "weights", None, select_all_if_empty=False)
 
-    def _position(self, step: int, train_only: bool) -> int | None:
-        """The step's position in the counted steps (TRAIN mode step or global step)."""
-        if not train_only:
-            return step
-        mode, mode_step = self.base_trial.mode_modestep(step)
-        if mode is None or ModeKeys(mode) is not ModeKeys.TRAIN or mode_step is None:
-            return None
-        return int(mode_step)
-
     def _previous(self, tensor: Any, step: int, position: int, train_only: bool) -> int | None:
         gap = self.num_steps or 1
         best: tuple[int, int] | None = None  # (position, global step)
         for g in tensor.steps():
             if g >= step:
                 continue
-            pos = self._position(g, train_only)
+            pos = training_position(self.base_trial, g, train_only)
             if pos is not None and pos <= position - gap and (best is None or pos > best[0]):
                 best = (pos, g)
         return None if best is None else best[1]
 
     def invoke_at_step(self, step: int) -> Verdict:
-        train_only = ModeKeys.TRAIN in set(self.base_trial.modes())
-        position = self._position(step, train_only)
+        train_only = has_train_steps(self.base_trial)
+        position = training_position(self.base_trial, step, train_only)
         if position is None:
             return Verdict.NOT_EVALUATED
         verdict = Verdict.NOT_EVALUATED

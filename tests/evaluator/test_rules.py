@@ -2,6 +2,7 @@
 from __future__ import annotations
 
 from pathlib import Path
+from typing import Any
 
 import numpy as np
 import pytest
@@ -9,7 +10,14 @@ import pytest
 from evaluator.errors import RuleParameterError
 from evaluator.loop import evaluate
 from evaluator.rule import Verdict
-from evaluator.rules import AllZero, ExplodingTensor, LossNotDecreasing, UnchangedTensor, VanishingGradient
+from evaluator.rules import (
+    AllZero,
+    ExplodingTensor,
+    LossNotDecreasing,
+    UnchangedTensor,
+    VanishingGradient,
+    builtin_rule_classes,
+)
 from evaluator.status import Status
 from tests.evaluator._trials import losses, make_trial, train_steps
 
@@ -195,3 +203,16 @@ def test_rules_use_reductions_when_only_reductions_were_saved(tmp_path: Path) ->
     assert ExplodingTensor(trial, tensor_regex="^w$").invoke(0) is Verdict.CONDITION_MET  # saved max NaN
     assert AllZero(trial, tensor_regex="x").invoke(0) is Verdict.CONDITION_MET  # saved abs_max 0
     assert AllZero(trial, tensor_regex="x", threshold="50").invoke(0) is Verdict.CONDITION_MET
+
+
+def test_a_step_the_trial_lacks_is_not_evaluated_by_any_data_rule(tmp_path: Path) -> None:
+    # a step the index does not know has no mode: every rule that reads data says "not evaluated"
+    # (LossNotDecreasing used to raise ValueError on ModeKeys(None), which ends the evaluator Error)
+    trial = make_trial(tmp_path, losses([1.0, 0.9]))
+    required: dict[str, dict[str, Any]] = {"AllZero": {"tensor_regex": "loss"}, "SimilarAcrossRuns": {"other_trials": [trial]},
+                "TensorVariance": {"max_threshold": "1", "tensor_regex": "loss"}}
+    for cls in builtin_rule_classes():
+        if cls.__name__ == "StalledTrainingRule":  # judges time: any step it is given is progress
+            continue
+        rule = cls(trial, **required.get(cls.__name__, {}))
+        assert rule.invoke(7) is Verdict.NOT_EVALUATED, cls.__name__

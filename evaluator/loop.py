@@ -13,8 +13,9 @@ ended (or `assume_ended` / `end_step` was reached) and every step has been evalu
 the final status. Its CONDITION_MET (or True) counts as the rule firing at the last evaluated step
 (0 before any step): IssuesFound with that step in the details, unless the rule already fired at
 an earlier step (the first firing step is the one reported). It is not called when the evaluation
-ends Stopped, Error or at the deadline. An exception in it ends the evaluation with Error, as one
-in `invoke_at_step` does.
+ends Stopped, Error or at the deadline. It is judged as `invoke_at_step` is (`Rule.judge`): its
+verdict counts in the rule's report, smdebug's `RuleEvaluationConditionMet` is a firing, missing
+data is "not evaluated", and any other exception ends the evaluation with Error.
 """
 from __future__ import annotations
 
@@ -23,7 +24,7 @@ import time
 from collections.abc import Callable
 from typing import Any
 
-from evaluator.rule import Rule, Verdict
+from evaluator.rule import Rule, Verdict, as_verdict
 from evaluator.status import RuleStatus, Status, client_error_details, condition_met_details
 from trial.errors import MissingCollectionFiles
 
@@ -59,39 +60,11 @@ class _Reporter:
         return candidate
 
 
-def _check_idle(
-    idle_check: Callable[[float], Any],
-    idle_s: float,
-    rule: Rule,
-    reporter: _Reporter,
-    fired_at: int | None,
-    last_step: int | None,
-) -> int | None:
-    """Ask a time-based rule about a poll without new steps; report IssuesFound the first time
-    it fires. Returns the (possibly new) step the rule first fired at."""
-    result = idle_check(idle_s)
-    fired = result.fired if isinstance(result, Verdict) else bool(result)
-    if fired and fired_at is None:
-        fired_at = last_step if last_step is not None else 0
-        reporter.report(
-            status=Status.ISSUES_FOUND,
-            status_details=condition_met_details(rule.rule_name, fired_at),
-            last_evaluated_step=last_step,
-        )
-    return fired_at
-
-
-def _check_end(end_check: Callable[[], Any], rule: Rule, reporter: _Reporter, fired_at: int | None,
-               last_step: int | None) -> int | None:
-    """Ask a rule that judges the whole training once, at its end; report IssuesFound if it fires
-    and had not fired before. Returns the (possibly new) step the rule first fired at."""
-    result = end_check()
-    fired = result.fired if isinstance(result, Verdict) else bool(result)
-    report = getattr(rule, "report", None)  # counted as Rule.invoke counts a step's verdict
-    if isinstance(report, dict) and result is not Verdict.NOT_EVALUATED:
-        for key in ("Datapoints", *(("RuleTriggered", "Violations") if fired else ())):
-            report[key] = report.get(key, 0) + 1
-    if fired and fired_at is None:
+def _fire(verdict: Verdict, rule: Rule, reporter: _Reporter, fired_at: int | None, last_step: int | None) -> int | None:
+    """A verdict fires at the last evaluated step (the step just judged; for an idle poll or the
+    end of training, the last step judged before, 0 if none): IssuesFound the first time the rule
+    fires. Returns the step the rule first fired at."""
+    if verdict.fired and fired_at is None:
         fired_at = last_step if last_step is not None else 0
         reporter.report(
             status=Status.ISSUES_FOUND,
@@ -160,7 +133,7 @@ def evaluate(
                 newest_seen = steps[-1]
                 progress_at = clock()
             elif idle_check is not None and not ended:
-                fired_at = _check_idle(idle_check, clock() - progress_at, rule, reporter, fired_at, last_step)
+                fired_at = _fire(as_verdict(idle_check(clock() - progress_at)), rule, reporter, fired_at, last_step)
             for candidate in steps:
                 step = candidate
                 if last_step is not None and step <= last_step:
@@ -172,13 +145,7 @@ def evaluate(
                     break
                 verdict = rule.invoke(step)
                 last_step = step
-                if verdict is Verdict.CONDITION_MET and fired_at is None:
-                    fired_at = step
-                    reporter.report(
-                        status=Status.ISSUES_FOUND,
-                        status_details=condition_met_details(rule.rule_name, step),
-                        last_evaluated_step=step,
-                    )
+                fired_at = _fire(verdict, rule, reporter, fired_at, last_step)
             step = None
         except Exception as exc:  # noqa: BLE001 - any failure ends this evaluator with status Error
             where = f" at step {step}" if step is not None else ""
@@ -192,7 +159,7 @@ def evaluate(
         if ended or reached_end:
             if end_check is not None:
                 try:
-                    fired_at = _check_end(end_check, rule, reporter, fired_at, last_step)
+                    fired_at = _fire(rule.judge(end_check), rule, reporter, fired_at, last_step)
                 except Exception as exc:  # noqa: BLE001 - as in invoke_at_step: the evaluator ends with Error
                     return reporter.report(
                         status=Status.ERROR,

@@ -9,7 +9,7 @@ from __future__ import annotations
 
 import enum
 import logging
-from collections.abc import Iterable, Sequence
+from collections.abc import Callable, Iterable, Sequence
 from typing import Any
 
 from trial.errors import StepUnavailable, TensorUnavailable, TensorUnavailableForStep
@@ -30,6 +30,13 @@ class Verdict(enum.Enum):
     @property
     def fired(self) -> bool:
         return self is Verdict.CONDITION_MET
+
+
+def as_verdict(result: object) -> Verdict:
+    """A rule's answer (True/False or a `Verdict`) as a `Verdict`."""
+    if isinstance(result, Verdict):
+        return result
+    return Verdict.CONDITION_MET if result else Verdict.CONDITION_NOT_MET
 
 
 class RuleEvaluationConditionMet(Exception):
@@ -159,16 +166,24 @@ class Rule:
             self.req_tensors.clear()
             self.set_required_tensors(step)
             self.req_tensors.fetch()
-            result = self.invoke_at_step(step)
-        except RuleEvaluationConditionMet:
-            result = True
         except MISSING_DATA_ERRORS as exc:
             self.logger.debug("Rule %s: step %s not evaluated: %s", self.rule_name, step, exc)
             return Verdict.NOT_EVALUATED
-        if isinstance(result, Verdict):
-            verdict = result
-        else:
-            verdict = Verdict.CONDITION_MET if result else Verdict.CONDITION_NOT_MET
+        return self.judge(self.invoke_at_step, step)
+
+    def judge(self, check: Callable[..., object], *args: Any) -> Verdict:
+        """Run one of the rule's judgements (`invoke_at_step(step)`, `invoke_at_end()`) and count
+        its verdict in `report`. It may answer a bool or a `Verdict`, or raise smdebug's
+        `RuleEvaluationConditionMet`; missing data gives `Verdict.NOT_EVALUATED`; any other
+        exception propagates."""
+        try:
+            result = check(*args)
+        except RuleEvaluationConditionMet:
+            result = True
+        except MISSING_DATA_ERRORS as exc:
+            self.logger.debug("Rule %s: not evaluated: %s", self.rule_name, exc)
+            return Verdict.NOT_EVALUATED
+        verdict = as_verdict(result)
         if verdict.fired:
             self.report["RuleTriggered"] += 1
             self.report["Violations"] += 1

@@ -9,7 +9,7 @@ import numpy as np
 import pytest
 
 from evaluator.loop import evaluate
-from evaluator.rule import Rule, Verdict
+from evaluator.rule import Rule, RuleEvaluationConditionMet, Verdict
 from evaluator.rules import ExplodingTensor
 from evaluator.status import RuleStatus, Status
 from tests.evaluator._trials import COLLECTIONS
@@ -317,3 +317,22 @@ def test_at_end_exception_is_error(tmp_path: Path) -> None:
     final, _, _ = run(tmp_path, [[1, 2]], lambda t: BrokenEnd(t))
     assert final.status is Status.ERROR and final.last_evaluated_step == 1
     assert final.status_details == "ClientError: Rule BrokenEnd failed at the end of training: RuntimeError: no matrix"
+
+
+def test_at_end_is_judged_as_a_step_is(tmp_path: Path) -> None:
+    # smdebug's way of firing counts as a firing, not as a failure of the rule
+    class RaisesMet(AtEnd):
+        def invoke_at_end(self):  # type: ignore[no-untyped-def]
+            raise RuleEvaluationConditionMet(self.rule_name, 1)
+
+    final, _, rule = run(tmp_path, [[1, 2]], lambda t: RaisesMet(t))
+    assert final.status is Status.ISSUES_FOUND and "at step 1 " in final.status_details
+    assert rule.report["RuleTriggered"] == 1 and rule.report["Datapoints"] == 3
+
+    # data the end judgement reads that was never saved: not evaluated, as at a step
+    class ReadsMissing(AtEnd):
+        def invoke_at_end(self):  # type: ignore[no-untyped-def]
+            return self.base_trial.tensor("never_saved").value(0)
+
+    final, _, rule = run(tmp_path / "m", [[1, 2]], lambda t: ReadsMissing(t))
+    assert final.status is Status.NO_ISSUES_FOUND and rule.report["Datapoints"] == 2

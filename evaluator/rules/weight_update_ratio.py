@@ -1,6 +1,7 @@
 """WeightUpdateRatio: weight updates far too large or far too small for their weights."""
 from __future__ import annotations
 
+import bisect
 import math
 from typing import Any
 
@@ -44,15 +45,16 @@ class WeightUpdateRatio(Rule):
         self.selection = TensorSelection(rule, "weights", None, select_all_if_empty=False)
 
     def _previous(self, tensor: Any, step: int, position: int, train_only: bool) -> int | None:
+        """The latest saved global step before `step` at least `num_steps` counted steps back.
+        Positions grow with the global step, so the scan goes backwards and stops at the first
+        match (one pass over the whole history per step and tensor was quadratic in the run)."""
         gap = self.num_steps or 1
-        best: tuple[int, int] | None = None  # (position, global step)
-        for g in tensor.steps():
-            if g >= step:
-                continue
+        steps = tensor.steps()
+        for g in reversed(steps[: bisect.bisect_left(steps, step)]):
             pos = training_position(self.base_trial, g, train_only)
-            if pos is not None and pos <= position - gap and (best is None or pos > best[0]):
-                best = (pos, g)
-        return None if best is None else best[1]
+            if pos is not None and pos <= position - gap:
+                return int(g)
+        return None
 
     def invoke_at_step(self, step: int) -> Verdict:
         train_only = has_train_steps(self.base_trial)

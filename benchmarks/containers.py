@@ -14,6 +14,7 @@ from __future__ import annotations
 
 import argparse
 import json
+import logging
 import os
 import socket
 import subprocess
@@ -65,17 +66,22 @@ def _run_job(runtime: str, steps: int, endpoint: str, home: Path, s3: Any, docke
     started = time.monotonic()
     proc = subprocess.Popen(cmd, cwd=REPO, env=env, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
     first_status = None
-    while proc.poll() is None and first_status is None:
-        listed = s3.list_objects_v2(Bucket="sdlocal", Prefix=f"jobs/{job}/rule-output/")
-        if any(o["Key"].endswith("/status.json") for o in listed.get("Contents", [])):
-            first_status = time.monotonic() - started
-        else:
-            time.sleep(0.05)
-    out, err = proc.communicate(timeout=600)
-    wall = time.monotonic() - started
-    done.set()
-    if sampler is not None:
-        sampler.join(5)
+    try:
+        while proc.poll() is None and first_status is None:
+            listed = s3.list_objects_v2(Bucket="sdlocal", Prefix=f"jobs/{job}/rule-output/")
+            if any(o["Key"].endswith("/status.json") for o in listed.get("Contents", [])):
+                first_status = time.monotonic() - started
+            else:
+                time.sleep(0.05)
+        out, err = proc.communicate(timeout=600)
+        wall = time.monotonic() - started
+    finally:  # a timeout or Ctrl-C: SIGTERM makes `sdlocal run` stop the job and remove its containers
+        if proc.poll() is None:
+            proc.terminate()
+            proc.communicate(timeout=120)
+        done.set()
+        if sampler is not None:
+            sampler.join(5)
     if proc.returncode != 0:
         raise SystemExit(f"{runtime} run failed ({proc.returncode}): {err.strip().splitlines()[-1:]}")
     verdicts = {r["RuleConfigurationName"]: r["RuleEvaluationStatus"] for r in json.loads(out)}
@@ -95,6 +101,7 @@ def main(argv: list[str] | None = None) -> int:
     import docker
     from moto.server import ThreadedMotoServer
 
+    logging.getLogger("werkzeug").setLevel(logging.ERROR)  # not one line per S3 request above the table
     port = _free_port()
     server = ThreadedMotoServer(ip_address="127.0.0.1", port=port, verbose=False)
     server.start()

@@ -75,8 +75,10 @@ class StopRequest:
         if not isinstance(data, dict) or not isinstance(data.get("TrainingJobPrefix"), str):
             raise ValueError("not a stop request (no TrainingJobPrefix)")
         step = data.get("Step")
+        if step is not None and (isinstance(step, bool) or not isinstance(step, int)):
+            raise ValueError(f"not a stop request (Step {step!r} is not a step number)")
         return cls(str(data.get("RuleConfigurationName") or ""), str(data.get("TrainingJobName") or ""),
-                   data["TrainingJobPrefix"], int(step) if step is not None else None, str(data.get("Time") or ""))
+                   data["TrainingJobPrefix"], step, str(data.get("Time") or ""))
 
 
 def _fail(rule: str, raw: str, reason: str) -> RuleParameterError:

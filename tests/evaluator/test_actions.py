@@ -74,6 +74,16 @@ def test_stop_training_writes_one_request_with_the_job_name_as_default_prefix(tm
     assert len(results) == 1 and results[0]["ok"] and results[0]["step"] == 7
 
 
+@pytest.mark.parametrize("body", [b"[]", b"{}", b'{"TrainingJobPrefix": 3}', b"\xff", b"{",
+                                  b'{"TrainingJobPrefix": "j", "Step": [1]}',
+                                  b'{"TrainingJobPrefix": "j", "Step": {"a": 1}}',
+                                  b'{"TrainingJobPrefix": "j", "Step": "x"}'])
+def test_anything_but_a_stop_request_is_a_value_error(body: bytes) -> None:
+    # the launcher's watcher skips a torn or foreign object on ValueError; nothing else may escape
+    with pytest.raises(ValueError):
+        StopRequest.from_json(body)
+
+
 def sns_queue(moto_server: str) -> tuple[Any, str]:
     """An SQS queue of moto subscribed to the SMDebugRules topic: what SNS publishes lands there."""
     sqs = boto3.client("sqs", endpoint_url=moto_server, region_name="us-east-1")

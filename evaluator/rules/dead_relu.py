@@ -7,30 +7,12 @@ import numpy as np
 
 from evaluator.params import parse_float
 from evaluator.rule import Rule, Verdict
-from evaluator.rules._select import TensorSelection, value_or_none
+from evaluator.rules._select import TensorSelection
+from evaluator.rules._units import percent_inactive_at
 
 
-def as_samples_by_units(value: np.ndarray) -> np.ndarray | None:
-    """The value as (samples, units): the first axis is the samples, every other position is one
-    unit (a neuron of a dense layer, one (channel, y, x) position of a convolution). A 1-D tensor is
-    one unit; a scalar or an empty tensor has no samples (None)."""
-    if value.ndim == 0 or value.size == 0:
-        return None
-    return value.reshape(value.shape[0], -1)
-
-
-def percent_inactive_units(value: np.ndarray, active: np.ndarray, threshold_inactivity: float) -> float | None:
-    """% of the units active in fewer than `threshold_inactivity` % of the samples.
-
-    `value` and `active` are (samples, units); a NaN sample of a unit counts neither as active nor
-    as a sample of that unit, and a unit with only NaN samples is left out. None: no unit left."""
-    valid = ~np.isnan(value) if np.issubdtype(value.dtype, np.floating) else np.ones(value.shape, dtype=bool)
-    samples = valid.sum(axis=0)
-    judged = samples > 0
-    if not judged.any():
-        return None
-    activity = 100.0 * (active & valid).sum(axis=0)[judged] / samples[judged]
-    return 100.0 * float(np.count_nonzero(activity < threshold_inactivity)) / float(activity.size)
+def _positive(value: np.ndarray) -> np.ndarray:
+    return value > 0
 
 
 class DeadRelu(Rule):
@@ -39,7 +21,7 @@ class DeadRelu(Rule):
     A layer is one inspected tensor: the `relu_output` collection (`collection_names`) ∪ the
     tensors matching `tensor_regex`, so both modules named like `layer0_relu` and nn.ReLU modules
     the hook put in the collection are seen. The first axis is the samples; every other position
-    is a unit (`as_samples_by_units`). A unit is dead when it is active (> 0) in fewer than
+    is a unit (`_units.as_samples_by_units`). A unit is dead when it is active (> 0) in fewer than
     `threshold_inactivity` % of the step's samples.
 
     Choices: every step where such a tensor was saved is evaluated, in any mode (activations of an
@@ -71,11 +53,7 @@ class DeadRelu(Rule):
     def invoke_at_step(self, step: int) -> Verdict:
         verdict = Verdict.NOT_EVALUATED
         for name in self.selection.names(self.base_trial, step):
-            raw = value_or_none(self.base_trial.tensor(name), step)
-            value = None if raw is None else as_samples_by_units(raw)
-            if value is None:
-                continue
-            dead = percent_inactive_units(value, value > 0, self.threshold_inactivity)
+            dead = percent_inactive_at(self.base_trial.tensor(name), step, _positive, self.threshold_inactivity)
             if dead is None:
                 continue
             if dead > self.threshold_layer:

@@ -2,16 +2,25 @@
 from __future__ import annotations
 
 import re
+from collections.abc import Callable
 from typing import Any
+
+import numpy as np
 
 from evaluator.errors import RuleParameterError
 from evaluator.params import parse_float
 from evaluator.rule import Rule, Verdict
-from evaluator.rules._select import TensorSelection, value_or_none
-from evaluator.rules.dead_relu import as_samples_by_units, percent_inactive_units
+from evaluator.rules._select import TensorSelection
+from evaluator.rules._units import percent_inactive_at
 
 _TANH = re.compile("tanh", re.IGNORECASE)
 _SIGMOID = re.compile("sigmoid", re.IGNORECASE)
+
+
+def _inside(band: tuple[float, float]) -> Callable[[np.ndarray], np.ndarray]:
+    """A node is active for a sample whose input lies inside the band (bounds included)."""
+    low, high = band
+    return lambda value: (value >= low) & (value <= high)
 
 
 class SaturatedActivation(Rule):
@@ -19,7 +28,7 @@ class SaturatedActivation(Rule):
 
     A layer is one inspected tensor: the `tanh_input` / `sigmoid_input` collections
     (`collection_names`) ∪ the tensors matching `tensor_regex`. The first axis is the samples;
-    every other position is a node (`dead_relu.as_samples_by_units`). A node is active for a
+    every other position is a node (`_units.as_samples_by_units`). A node is active for a
     sample when its input lies inside the activation's band ([threshold_tanh_min,
     threshold_tanh_max] or [threshold_sigmoid_min, threshold_sigmoid_max], bounds included) and
     saturated when it is active in fewer than `threshold_inactivity` % of the step's samples.
@@ -87,12 +96,7 @@ class SaturatedActivation(Rule):
             if band is None:
                 self.logger.debug("%s: %s is neither a tanh nor a sigmoid input; not judged", self.rule_name, name)
                 continue
-            raw = value_or_none(self.base_trial.tensor(name), step)
-            value = None if raw is None else as_samples_by_units(raw)
-            if value is None:
-                continue
-            active = (value >= band[0]) & (value <= band[1])
-            saturated = percent_inactive_units(value, active, self.threshold_inactivity)
+            saturated = percent_inactive_at(self.base_trial.tensor(name), step, _inside(band), self.threshold_inactivity)
             if saturated is None:
                 continue
             if saturated > self.threshold_layer:

@@ -208,16 +208,16 @@ class ActionRunner:
 
 
 def sns_client_factory(endpoint_url: str | None, region: str | None) -> Callable[[], Any]:
-    """boto3's SNS client for `endpoint_url` (None: AWS), created when first needed."""
+    """boto3's SNS client for `endpoint_url` (None: AWS), created when first needed. Actions run
+    on the evaluator's loop, so an unreachable SNS must fail in seconds, whatever the endpoint
+    (botocore's defaults wait 60 s per connection attempt)."""
 
     def make() -> Any:
         import boto3
         from botocore.config import Config
 
-        kwargs: dict[str, Any] = {"region_name": region or "us-east-1"}
-        if endpoint_url:
-            kwargs["endpoint_url"] = endpoint_url
-            kwargs["config"] = Config(connect_timeout=3, retries={"max_attempts": 3, "mode": "standard"})
-        return boto3.client("sns", **kwargs)
+        return boto3.client("sns", region_name=region or "us-east-1", endpoint_url=endpoint_url or None,
+                            config=Config(connect_timeout=3, read_timeout=10,
+                                          retries={"max_attempts": 3, "mode": "standard"}))
 
     return make

@@ -138,6 +138,14 @@ def test_a_failing_notification_is_recorded_not_fatal(tmp_path: Path) -> None:
     assert stop["ok"] and out.exists(STOP_REQUEST_KEY)  # the other actions still ran
 
 
+@pytest.mark.parametrize("endpoint", [None, "http://127.0.0.1:9"])
+def test_sns_client_gives_up_in_seconds_with_or_without_an_endpoint(endpoint: str | None) -> None:
+    # actions run on the evaluator's loop: AWS's SNS (no endpoint) must not get botocore's 60 s waits
+    config = sns_client_factory(endpoint, None)().meta.config
+    assert config.connect_timeout <= 5 and config.read_timeout <= 15
+    assert config.retries["total_max_attempts"] <= 4
+
+
 def test_run_rule_runs_the_rules_own_action_str_and_ends_issues_found(tmp_path: Path) -> None:
     trial = write_steps(tmp_path / "trial", [(s, "TRAIN", s, {"Net_fc1.weight": np.full(2, np.nan if s == 2 else 1.0)})
                                              for s in range(5)])

@@ -3,6 +3,7 @@ tensor's value or reductions without treating missing data as an error, and whic
 as training steps."""
 from __future__ import annotations
 
+import math
 import re
 from typing import Any
 
@@ -93,6 +94,36 @@ def mean_losses(trial: Any, selection: TensorSelection, step: int) -> dict[str, 
         if not np.isnan(loss):
             losses[name] = loss
     return losses
+
+
+class RunningMeans:
+    """Running means (and spreads) of losses per tensor name, in constant memory."""
+
+    def __init__(self) -> None:
+        self.sums: dict[str, float] = {}
+        self.squares: dict[str, float] = {}
+        self.counts: dict[str, int] = {}
+
+    def add(self, losses: dict[str, float]) -> None:
+        for name, loss in losses.items():
+            self.sums[name] = self.sums.get(name, 0.0) + loss
+            self.squares[name] = self.squares.get(name, 0.0) + loss * loss
+            self.counts[name] = self.counts.get(name, 0) + 1
+
+    def mean(self, name: str) -> float | None:
+        count = self.counts.get(name)
+        return None if not count else self.sums[name] / count
+
+    def std(self, name: str) -> float | None:
+        """The sample standard deviation (n − 1); None with fewer than 2 values (no spread)."""
+        count = self.counts.get(name, 0)
+        if count < 2:
+            return None
+        mean = self.sums[name] / count
+        return math.sqrt(max(self.squares[name] - count * mean * mean, 0.0) / (count - 1))
+
+    def means(self) -> dict[str, float]:
+        return {name: self.sums[name] / self.counts[name] for name in self.sums}
 
 
 def is_training(mode: ModeKeys | None) -> bool:

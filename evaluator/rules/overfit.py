@@ -1,45 +1,17 @@
 """Overfit: the validation loss runs away from the training loss."""
 from __future__ import annotations
 
-import math
 from typing import Any
 
 from evaluator.params import parse_float, parse_int
 from evaluator.rule import Rule, Verdict
-from evaluator.rules._select import TensorSelection, is_training, mean_losses
+from evaluator.rules._select import RunningMeans, TensorSelection, is_training, mean_losses
 from trial.modes import ModeKeys
 
 # How many standard deviations of the training losses a validation gap must exceed (see Overfit).
 NOISE_STDS = 2.0
 # The smallest gap judged, as a fraction of the first training loss seen (see Overfit).
 MIN_GAP_OF_FIRST_LOSS = 0.01
-
-
-class _Means:
-    """Running means (and spreads) of losses per tensor name, in constant memory."""
-
-    def __init__(self) -> None:
-        self.sums: dict[str, float] = {}
-        self.squares: dict[str, float] = {}
-        self.counts: dict[str, int] = {}
-
-    def add(self, losses: dict[str, float]) -> None:
-        for name, loss in losses.items():
-            self.sums[name] = self.sums.get(name, 0.0) + loss
-            self.squares[name] = self.squares.get(name, 0.0) + loss * loss
-            self.counts[name] = self.counts.get(name, 0) + 1
-
-    def mean(self, name: str) -> float | None:
-        count = self.counts.get(name)
-        return None if not count else self.sums[name] / count
-
-    def std(self, name: str) -> float | None:
-        """The sample standard deviation (n − 1); None with fewer than 2 values (no spread)."""
-        count = self.counts.get(name, 0)
-        if count < 2:
-            return None
-        mean = self.sums[name] / count
-        return math.sqrt(max(self.squares[name] - count * mean * mean, 0.0) / (count - 1))
 
 
 class Overfit(Rule):
@@ -93,9 +65,9 @@ class Overfit(Rule):
         self.start_step = int(parse_int(rule, "start_step", start_step, minimum=0))  # type: ignore[arg-type]
         self.patience = int(parse_int(rule, "patience", patience, minimum=1))  # type: ignore[arg-type]
         self.ratio_threshold = float(parse_float(rule, "ratio_threshold", ratio_threshold))  # type: ignore[arg-type]
-        self._train = _Means()  # training steps since the previous validation pass
-        self._val: _Means | None = None  # the open validation pass
-        self._train_for_pass: _Means | None = None  # the training steps that pass is compared with
+        self._train = RunningMeans()  # training steps since the previous validation pass
+        self._val: RunningMeans | None = None  # the open validation pass
+        self._train_for_pass: RunningMeans | None = None  # the training steps that pass is compared with
         self._first_train: dict[str, float] = {}  # the first training loss seen, per loss tensor
         self._streak = 0  # consecutive passes over the threshold, before the open one
         self._open_over = False  # the open pass is over the threshold (so far)
@@ -134,7 +106,7 @@ class Overfit(Rule):
         if is_training(mode):
             if self._val is not None:  # a validation pass just ended
                 self._close_pass()
-                self._train = _Means()
+                self._train = RunningMeans()
             losses = self._losses(step)
             for name, loss in losses.items():
                 self._first_train.setdefault(name, loss)
@@ -146,7 +118,7 @@ class Overfit(Rule):
         if self._val is None:
             if not losses:
                 return Verdict.NOT_EVALUATED
-            self._val, self._train_for_pass = _Means(), self._train
+            self._val, self._train_for_pass = RunningMeans(), self._train
         self._val.add(losses)
         ratios = self._ratios()
         if not ratios:

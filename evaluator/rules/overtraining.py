@@ -6,7 +6,7 @@ from typing import Any
 
 from evaluator.params import parse_float, parse_int
 from evaluator.rule import Rule, Verdict
-from evaluator.rules._select import TensorSelection, is_training, mean_losses
+from evaluator.rules._select import RunningMeans, TensorSelection, is_training, mean_losses
 from trial.modes import ModeKeys
 
 # A period (one data point of the loss curve) is at most this many saved steps of one mode.
@@ -15,20 +15,14 @@ PERIOD_STEPS = 10
 
 @dataclass
 class _Period:
-    """The open period of one mode: losses per tensor name."""
+    """The open period of one mode: mean losses per tensor name, and its saved steps."""
 
-    sums: dict[str, float] = field(default_factory=dict)
-    counts: dict[str, int] = field(default_factory=dict)
+    losses: RunningMeans = field(default_factory=RunningMeans)
     steps: int = 0
 
     def add(self, losses: dict[str, float]) -> None:
         self.steps += 1
-        for name, loss in losses.items():
-            self.sums[name] = self.sums.get(name, 0.0) + loss
-            self.counts[name] = self.counts.get(name, 0) + 1
-
-    def means(self) -> dict[str, float]:
-        return {name: self.sums[name] / self.counts[name] for name in self.sums}
+        self.losses.add(losses)
 
 
 @dataclass
@@ -93,7 +87,7 @@ class Overtraining(Rule):
         period = self._open.pop(phase, None)
         if period is None:
             return None
-        means = period.means()
+        means = period.losses.means()
         if not means:
             return None
         fired = False

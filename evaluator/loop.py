@@ -113,6 +113,11 @@ def evaluate(
         trial.wait_for_collections(collections_timeout, interval, sleep=sleep, clock=clock)
     except MissingCollectionFiles as exc:
         return reporter.report(status=Status.ERROR, status_details=client_error_details(NO_DEBUG_DATA + str(exc)))
+    except Exception as exc:  # noqa: BLE001 - storage unreachable, corrupt collections file: Error, not a traceback
+        return reporter.report(
+            status=Status.ERROR,
+            status_details=client_error_details(f"Cannot read the trial's collections: {type(exc).__name__}: {exc}"),
+        )
 
     last_step: int | None = None
     fired_at: int | None = None

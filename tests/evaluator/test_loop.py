@@ -336,3 +336,15 @@ def test_at_end_is_judged_as_a_step_is(tmp_path: Path) -> None:
 
     final, _, rule = run(tmp_path / "m", [[1, 2]], lambda t: ReadsMissing(t))
     assert final.status is Status.NO_ISSUES_FOUND and rule.report["Datapoints"] == 2
+
+
+def test_unreadable_collections_end_with_an_error_status_not_a_traceback(tmp_path: Path) -> None:
+    trial = create_trial(str(tmp_path))  # a live trial: the collections file is written later
+    bad = tmp_path / "collections" / "000000000" / "worker_0_collections.json"
+    bad.parent.mkdir(parents=True)
+    bad.write_text("{not json")
+    statuses: list[RuleStatus] = []
+    final = evaluate(trial, Recording(trial), collections_timeout=5.0, sleep=lambda s: None, on_status=statuses.append)
+    assert final.status is Status.ERROR and statuses[-1] == final
+    assert final.status_details.startswith("ClientError: Cannot read the trial's collections: CorruptRecordError: ")
+    assert "worker_0_collections.json" in final.status_details

@@ -17,6 +17,7 @@ from evaluator import compat
 from evaluator.errors import CustomRuleError, RuleParameterError, UnknownRuleError
 from evaluator.rule import Rule
 from evaluator.rules import builtin_rule_classes
+from trial.errors import TrialError
 
 # Built-in rules by class name; each rule module of evaluator/rules/ contributes its classes.
 BUILTIN_RULES: dict[str, type[Rule]] = {cls.__name__: cls for cls in builtin_rule_classes()}
@@ -121,7 +122,8 @@ def instantiate_rule(
 ) -> Rule:
     """`cls(trial, **params)`, passing `action_str`/`other_trials` only where the constructor takes
     them. A parameter the constructor does not take is a `RuleParameterError` naming it; a custom
-    rule's constructor failing becomes a `RuleParameterError` too (it is how rules reject values)."""
+    rule's constructor failing with TypeError/ValueError becomes a `RuleParameterError` too (it is
+    how rules reject values); any other failure of it (but the trial's own errors) a `CustomRuleError`."""
     rule_name = cls.__name__
     signature = inspect.signature(cls)
     accepted = signature.parameters
@@ -144,3 +146,7 @@ def instantiate_rule(
         raise
     except (TypeError, ValueError) as exc:
         raise RuleParameterError(rule_name, "(constructor)", dict(params), _last_traceback_line(exc)) from exc
+    except TrialError:
+        raise  # the trial's own errors (a tensor the constructor reads is missing): the caller's Error status
+    except Exception as exc:  # noqa: BLE001 - any other failure of a custom constructor: an Error status, not a traceback
+        raise CustomRuleError(f"Rule {rule_name} could not be built: {_last_traceback_line(exc)}") from exc

@@ -11,6 +11,7 @@ from evaluator.registry import builtin_rule_infos, get_rule_class, instantiate_r
 from evaluator.rule import Rule, Verdict
 from evaluator.rules import VanishingGradient
 from tests.evaluator._trials import make_trial, train_steps
+from trial import create_trial
 
 SMDEBUG_STYLE_RULE = '''
 from smdebug.rules.rule import Rule
@@ -123,3 +124,26 @@ def test_custom_rule_failures_are_one_line(tmp_path: Path, source: str, expected
 def test_custom_rule_file_missing(tmp_path: Path) -> None:
     with pytest.raises(CustomRuleError, match="does not exist"):
         load_custom_rule(tmp_path / "nope.py", "R")
+
+
+def test_a_custom_constructor_failing_otherwise_is_an_error_status_not_a_traceback(tmp_path: Path) -> None:
+    from evaluator.api import evaluate_trial
+    from evaluator.status import Status
+
+    path = tmp_path / "r.py"
+    path.write_text(
+        "from smdebug.rules.rule import Rule\n"
+        "class FirstGradient(Rule):\n"
+        "    def __init__(self, base_trial):\n"
+        "        super().__init__(base_trial)\n"
+        "        self.name = base_trial.tensor_names(collection='gradients')[0]\n"
+        "    def invoke_at_step(self, step):\n"
+        "        return False\n"
+    )
+    trial_dir = tmp_path / "t"
+    make_trial(trial_dir, train_steps([{"x": np.ones(1)}]))
+    with pytest.raises(CustomRuleError, match=r"Rule FirstGradient could not be built: IndexError: list index out of range"):
+        instantiate_rule(load_custom_rule(path, "FirstGradient"), create_trial(str(trial_dir)), {})
+    status = evaluate_trial(str(trial_dir), "FirstGradient", {}, custom_rule_file=str(path))
+    assert status.status is Status.ERROR
+    assert status.status_details.endswith("could not be built: IndexError: list index out of range")

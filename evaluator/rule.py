@@ -131,8 +131,8 @@ class Rule:
     """Base class of every rule, built-in or custom.
 
     Accepts smdebug's signatures: `Rule(base_trial, action_str, other_trials=None)` and the older
-    `super().__init__(base_trial)`. `action_str` is kept (`self.action_str`); actions are carried
-    out by the launcher, not by the rule.
+    `super().__init__(base_trial)`. `action_str` is kept (`self.action_str`); the evaluator runs
+    its actions the first time the rule fires (evaluator/actions.py), not the rule.
     """
 
     def __init__(self, base_trial: Any, action_str: str = "", other_trials: Sequence[Any] | None = None) -> None:

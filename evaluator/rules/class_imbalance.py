@@ -37,7 +37,8 @@ class ClassImbalance(Rule):
     Choices:
     - Labels are class ids (floats are rounded). Predictions are class ids unless `argmax=True`
       (scores: `numpy.argmax` over the last axis); predictions with one more dimension than
-      the labels are scores even with `argmax=False`. Several label/prediction tensors are
+      the labels are scores even with `argmax=False`. A single value per sample (shape (N,) or
+      (N, 1)) is never argmax'd: it is an id, or a binary probability rounded at 0.5. Several label/prediction tensors are
       paired in name order; a pair whose sizes differ is only counted as labels. NaN entries are
       dropped.
     - Each mode has its own counts (GLOBAL steps count as TRAIN): imbalance uses every label
@@ -93,9 +94,9 @@ class ClassImbalance(Rule):
 
     def _predicted_ids(self, predictions: np.ndarray, labels: np.ndarray) -> np.ndarray:
         scores = predictions.astype(np.float64)
-        if (self.argmax or scores.ndim == labels.ndim + 1) and scores.ndim >= 1:
-            if scores.shape[-1] == 0:
-                return np.zeros(0)
+        # scores: one row per sample with a score per class; a single value per sample is already
+        # an id (or a binary probability, rounded below) whatever `argmax` says
+        if (self.argmax or scores.ndim == labels.ndim + 1) and scores.ndim >= 2 and scores.shape[-1] > 1:
             ids = np.atleast_1d(np.argmax(scores, axis=-1)).astype(np.float64)
             ids[np.atleast_1d(np.isnan(scores).any(axis=-1))] = np.nan
             return ids.ravel()

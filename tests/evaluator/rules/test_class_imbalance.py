@@ -139,3 +139,19 @@ def test_parameters(tmp_path: Path) -> None:
 def test_fixture_trials_without_labels_are_not_evaluated(fixture_trials: Path, trial_name: str) -> None:
     status = evaluate_trial(str(fixture_trials / trial_name), "ClassImbalance", {})
     assert status.status is Status.NO_ISSUES_FOUND, status.status_details
+
+
+def test_one_value_per_sample_is_never_argmaxed(tmp_path: Path) -> None:
+    # (N, 1) binary probabilities beside (N,) labels: "one more dimension", but argmax over a single
+    # score would call every sample class 0; they are rounded at 0.5 instead (and argmax=True on
+    # (N,) ids must not collapse the batch into one id)
+    labels = np.arange(60) % 2
+    good = np.where(labels == 1, 0.9, 0.1).reshape(-1, 1)
+    trial = make_trial(tmp_path, steps_of([(labels, good)] * 4))
+    assert run(trial, samples="60")[-1] is NOT
+    ids = labels.astype(np.float64)
+    trial = make_trial(tmp_path / "ids", steps_of([(labels, ids)] * 4))
+    assert run(trial, samples="60", argmax="True")[-1] is NOT
+    wrong = np.zeros(60)  # class 1 always predicted as 0
+    trial = make_trial(tmp_path / "wrong", steps_of([(labels, wrong)] * 4))
+    assert run(trial, samples="60", argmax="True")[-1] is MET

@@ -12,7 +12,6 @@ from __future__ import annotations
 
 import contextlib
 import ipaddress
-import json
 import math
 import os
 import threading
@@ -30,7 +29,6 @@ from launcher.runtime._docker_config import (
     RuleLimits,
     container_name,
     map_env,
-    rule_file_mounts,
     rule_image,
     training_image,
     training_mounts,
@@ -85,8 +83,13 @@ class DockerHandle(Handle):
             try:
                 code = int(self.container.wait(timeout=60)["StatusCode"])
                 break
-            except (requests.exceptions.ReadTimeout, requests.exceptions.ConnectionError):
+            except requests.exceptions.ReadTimeout:
                 continue  # the engine's wait has no end of its own: ask again
+            except requests.exceptions.ConnectionError:
+                # docker-py reports its own read timeout this way too, but so does a dead engine:
+                # ask again, without spinning while the engine is away
+                self._closing.wait(1.0)
+                continue
             except docker.errors.NotFound:
                 break  # removed under us (sdlocal stop, docker rm -f): killed
             except docker.errors.DockerException:
@@ -260,15 +263,13 @@ class DockerRuntime(Runtime):
 
     def start_rule(self, launch: RuleLaunch, **override: Any) -> DockerHandle:
         """The evaluator container (`override`: container options replaced, e.g. by tests)."""
+        # A local custom rule file was uploaded by the launcher (JobSpec.with_uploaded_rule_code):
+        # the evaluator downloads it from S3; an absolute path not on the host is inside the image.
         env = self._ensure_network(launch.job_name, launch.to_env())
-        params, mounts = rule_file_mounts(dict(launch.rule_parameters))
-        if mounts:
-            env["SDLOCAL_RULE_PARAMETERS"] = json.dumps(params)
         image = rule_image(launch.image, self.evaluator_image)
         kwargs = {
             "image": image, "environment": {**env, "HOME": "/tmp"}, "user": self._rule_user(image),
-            "working_dir": "/tmp", "volumes": dict(m.to_volume() for m in mounts),
-            **_HARDENING, **self.limits.to_docker_kwargs(), **override,
+            "working_dir": "/tmp", **_HARDENING, **self.limits.to_docker_kwargs(), **override,
         }
         labels = self._labels(launch.job_name, "rule", **{"sdlocal.rule": launch.rule_name})
         return self._run(f"rule {launch.rule_name}", launch.log_path, labels, False, **kwargs)

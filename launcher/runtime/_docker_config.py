@@ -20,7 +20,6 @@ CODE_DIR = f"{OPT_ML}/code"
 CONFIG_DIR = f"{OPT_ML}/input/config"
 OUTPUT_DIR = f"{OPT_ML}/output"
 MODEL_DIR = f"{OPT_ML}/model"
-RULES_DIR = f"{OPT_ML}/rules"
 GATEWAY_PORT = 9000
 _ECR = re.compile(r"^\d{12}\.dkr\.ecr\.[a-z0-9-]+\.amazonaws\.com(\.cn)?/")
 _MEMORY = re.compile(r"^\s*(\d+(?:\.\d+)?)\s*([kmgt]?)i?b?\s*$", re.IGNORECASE)
@@ -188,10 +187,3 @@ class Endpoint:
         return f"{self.scheme}://{gateway_ip}:{GATEWAY_PORT}"
 
 
-def rule_file_mounts(parameters: Mapping[str, str]) -> tuple[dict[str, str], list[Mount]]:
-    """A custom rule given as a host file (source_s3_uri=/abs/path.py) is mounted read-only."""
-    src = parameters.get("source_s3_uri")
-    if not src or "://" in src or not Path(src).is_file():
-        return dict(parameters), []
-    mount = Mount(Path(src), f"{RULES_DIR}/{Path(src).name}", read_only=True)
-    return {**parameters, "source_s3_uri": mount.container}, [mount]

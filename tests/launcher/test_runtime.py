@@ -116,7 +116,6 @@ from launcher.runtime._docker_config import (  # noqa: E402
     RuleLimits,
     container_name,
     map_env,
-    rule_file_mounts,
     rule_image,
     training_image,
     training_mounts,
@@ -188,19 +187,12 @@ def test_container_paths_rewritten(tmp_path: Path) -> None:
     assert map_env({"X": str(root) + "-other/file"}, mounts) == {"X": str(root) + "-other/file"}
 
 
-def test_endpoint_and_rule_file(tmp_path: Path) -> None:
+def test_endpoint_and_container_names() -> None:
     assert Endpoint.parse("http://127.0.0.1:5000") == Endpoint("http", "127.0.0.1", 5000)
     assert Endpoint.parse("https://minio.lan").port == 443
     assert Endpoint.parse("http://localhost:9000").via("172.18.0.2") == "http://172.18.0.2:9000"
     with pytest.raises(RuntimeLaunchError, match="AWS_ENDPOINT_URL_S3"):
         Endpoint.parse("localhost:9000")
-    rule = tmp_path / "my_rule.py"
-    rule.write_text("class R: pass\n")
-    params, mounts = rule_file_mounts({"rule_to_invoke": "R", "source_s3_uri": str(rule)})
-    assert params["source_s3_uri"] == "/opt/ml/rules/my_rule.py"
-    assert mounts[0].to_volume() == (str(rule), {"bind": "/opt/ml/rules/my_rule.py", "mode": "ro"})
-    for src in ("s3://b/rules/r.py", "/opt/rules/baked_into_image.py"):
-        assert rule_file_mounts({"source_s3_uri": src}) == ({"source_s3_uri": src}, [])
     assert container_name("sdlocal", "job-1", "rule", "Loss Not/Decreasing!", "ab12") == \
         "sdlocal-job-1-rule-Loss_Not_Decreasing-ab12"
 

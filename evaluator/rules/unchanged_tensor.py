@@ -16,7 +16,10 @@ class UnchangedTensor(Rule):
     `numpy.allclose(rtol, atol, equal_nan)` must hold between each pair of consecutive values
     among the last `num_steps` saved values of the tensor, ending at this step.
 
-    Inspects `collection_names` ∪ `tensor_regex`; with neither, every tensor (choice). Choices:
+    Inspects `collection_names` ∪ `tensor_regex`; with neither, every floating-point tensor
+    (choice: integer tensors are discrete data — labels, predicted class ids, token ids — and an
+    untrained classifier predicting the same class ids for a few batches is not a stalled tensor;
+    named explicitly, they are judged like any other). Choices:
     values are compared within one mode (weights seen at EVAL steps equal the preceding TRAIN
     step's, which is not a stall); a tensor with fewer than `num_steps` saved values so far, or
     whose shape changed, is not judged.
@@ -63,7 +66,8 @@ class UnchangedTensor(Rule):
         fired = False
         for name in self.selection.names(self.base_trial, step):
             tensor = self.base_trial.tensor(name)
-            if value_or_none(tensor, step) is None:
+            value = value_or_none(tensor, step)
+            if value is None or (self.selection.empty and not np.issubdtype(value.dtype, np.inexact)):
                 continue
             history = self._history.setdefault((name, int(mode or 0)), [])
             if not history or history[-1] != step:

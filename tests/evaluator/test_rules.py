@@ -177,6 +177,17 @@ def test_unchanged_tensor_compares_within_a_mode_and_nan(tmp_path: Path) -> None
     assert verdicts(UnchangedTensor(t, equal_nan="True"), range(3))[-1].fired
 
 
+def test_unchanged_tensor_skips_integer_tensors_unless_named(tmp_path: Path) -> None:
+    # an untrained classifier predicting class 0 for three batches: class ids, not a stalled tensor
+    preds = "CrossEntropyLoss_predictions"
+    ids = np.zeros(32, np.int64)
+    steps = train_steps([{preds: ids, W: np.full(2, float(i), np.float32)} for i in range(3)])
+    trial = make_trial(tmp_path, steps)
+    assert verdicts(UnchangedTensor(trial), range(3)) == [
+        Verdict.NOT_EVALUATED, Verdict.NOT_EVALUATED, Verdict.CONDITION_NOT_MET]  # the weights changed
+    assert verdicts(UnchangedTensor(trial, tensor_regex="predictions"), range(3))[-1] is Verdict.CONDITION_MET
+
+
 def test_unchanged_tensor_bad_parameters(tmp_path: Path) -> None:
     trial = make_trial(tmp_path, train_steps([{W: np.ones(1)}]))
     for name, bad in (("num_steps", "1"), ("rtol", "x"), ("equal_nan", "yes please")):

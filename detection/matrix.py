@@ -60,6 +60,7 @@ class RunInfo:
     targets: tuple[str, ...]
     seconds: float
     losses: Mapping[str, float]
+    judged: bool = True
 
 
 @dataclass
@@ -93,7 +94,7 @@ def parameters_for(rule: str, scenario: Scenario, trial_of: Callable[[str], Path
     params = dict(RULE_PARAMETERS.get(rule, {}))
     params.update(scenario.rule_parameters.get(rule, {}))
     if rule == "SimilarAcrossRuns":
-        partner = scenario.compare_with or (scenario.name + RERUN_SUFFIX if scenario.healthy else None)
+        partner = scenario.compare_with or (scenario.name + RERUN_SUFFIX if _rerun(scenario) else None)
         if partner is None:
             return None
         params["other_trials"] = str(trial_of(partner))
@@ -109,7 +110,14 @@ def _evaluate(rule: str, run: str, trial: Path, params: dict[str, str], expected
                 round(time.monotonic() - started, 3))
 
 
+def _rerun(scenario: Scenario) -> bool:
+    """A judged healthy run is trained twice (SimilarAcrossRuns compares the two)."""
+    return scenario.healthy and scenario.judged
+
+
 def _expected(rule: str, scenario: Scenario) -> str | None:
+    if not scenario.judged:
+        return None
     if scenario.healthy:
         return "silent"
     return "fire" if rule in scenario.targets else None
@@ -128,7 +136,7 @@ def run_matrix(workdir: Path, scenarios: Iterable[Scenario] = SCENARIOS,
     for scenario in scenarios:
         if scenario.compare_with and scenario.compare_with not in names:
             raise DetectionError(f"scenario {scenario.name} compares with unknown run {scenario.compare_with}")
-        for run_name in [scenario.name] + ([scenario.name + RERUN_SUFFIX] if scenario.healthy else []):
+        for run_name in [scenario.name] + ([scenario.name + RERUN_SUFFIX] if _rerun(scenario) else []):
             trial = trial_of(run_name)
             if trial.exists():
                 shutil.rmtree(trial)
@@ -139,7 +147,7 @@ def run_matrix(workdir: Path, scenarios: Iterable[Scenario] = SCENARIOS,
                 t.join(timeout=180.0)
             if run_name == scenario.name:
                 results.runs.append(RunInfo(scenario.name, scenario.description, scenario.healthy, scenario.targets,
-                                            round(time.monotonic() - started, 2), losses))
+                                            round(time.monotonic() - started, 2), losses, scenario.judged))
             log(f"trained {run_name} in {time.monotonic() - started:.1f} s: {losses}")
 
     for scenario in scenarios:

@@ -26,8 +26,8 @@ def _cell_text(results: Results, rule: str, run: str) -> str:
 
 def markdown(results: Results, *, generated: _dt.datetime | None = None) -> str:
     when = (generated or _dt.datetime.now(_dt.timezone.utc)).strftime("%Y-%m-%d %H:%M UTC")
-    runs = [r.name for r in results.runs]
-    healthy = [r.name for r in results.runs if r.healthy]
+    runs = [r.name for r in results.runs if r.judged]
+    healthy = [r.name for r in results.runs if r.healthy and r.judged]
     wrong = results.wrong()
     lines = [
         "# Detection-quality matrix",
@@ -55,11 +55,13 @@ def markdown(results: Results, *, generated: _dt.datetime | None = None) -> str:
     lines += [header, "|" + "---|" * (len(runs) + 1)]
     for rule in results.rules:
         lines.append(f"| {rule} | " + " | ".join(_cell_text(results, rule, run) for run in runs) + " |")
+    lines += _sweep(results)
     lines += ["", "## Runs", "", "| run | what | targets | first / last train loss, last val loss | s |",
               "|---|---|---|---|---|"]
     for r in results.runs:
         loss = " / ".join(f"{r.losses[k]:.3g}" for k in ("first_loss", "last_loss", "val_loss"))
-        targets = ", ".join(r.targets) if r.targets else "healthy: none may fire"
+        targets = ", ".join(r.targets) if r.targets else (
+            "healthy: none may fire" if r.judged else "healthy (seed sweep): reported, not judged")
         lines.append(f"| {r.name} | {r.description} | {targets} | {loss} | {r.seconds:g} |")
     lines += ["", "## Parameters", "",
               "1. Pointing parameters, on every run (these rules need them to know what to inspect):"]
@@ -83,6 +85,31 @@ def markdown(results: Results, *, generated: _dt.datetime | None = None) -> str:
             lines.append(f"- {c.rule} on {c.run}: {c.state}, expected {c.expected or 'no error'}. {c.details}")
         lines.append("")
     return "\n".join(lines)
+
+
+def _sweep(results: Results) -> list[str]:
+    """The seed sweep (`--seeds N`): healthy runs with other seeds, every rule at its defaults,
+    reported and not judged."""
+    sweep = [r.name for r in results.runs if not r.judged]
+    if not sweep:
+        return []
+    lines = ["", "## Seed sweep (reported, not judged)", "",
+             f"The healthy runs trained again with {len(sweep) // 3 or len(sweep)} other seed(s) each, every rule with",
+             "the same parameters as on the healthy runs (SimilarAcrossRuns n/a: no partner run). A rule that",
+             "fires here cries wolf on healthy training as often as this table shows.", "",
+             "| run | rules that fired |", "|---|---|"]
+    for run in sweep:
+        fired = [c for c in results.cells if c.run == run and c.state in (FIRED, ERROR)]
+        text = "; ".join(f"{c.rule} ({c.state}: {c.details.split(': ', 1)[-1]})" for c in fired) or "none"
+        lines.append(f"| {run} | {text} |")
+    total = sum(1 for c in results.cells if c.run in sweep and c.state in (FIRED, ERROR))
+    lines += ["", f"{total} of {sum(1 for c in results.cells if c.run in sweep)} seed-sweep cells fired or errored."]
+    per_rule = {rule: sum(1 for c in results.cells if c.rule == rule and c.run in sweep and c.state in (FIRED, ERROR))
+                for rule in results.rules}
+    counts = [f"{rule} {n} of {len(sweep)}" for rule, n in per_rule.items() if n]
+    if counts:
+        lines.append(f"By rule: {', '.join(counts)} runs; every other rule stayed silent on all {len(sweep)}.")
+    return lines
 
 
 def write(results: Results, markdown_path: Path, json_path: Path | None) -> None:

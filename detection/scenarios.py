@@ -7,8 +7,9 @@ not judged.
 """
 from __future__ import annotations
 
-from collections.abc import Callable, Mapping
+from collections.abc import Callable, Iterable, Mapping
 from dataclasses import dataclass, field, replace
+from functools import partial
 
 import torch
 
@@ -30,6 +31,7 @@ class Scenario:
     rule_parameters: Mapping[str, Mapping[str, str]] = field(default_factory=dict)
     compare_with: str | None = None  # SimilarAcrossRuns' other trial (a run name)
     follow: tuple[str, ...] = ()  # rules evaluated while the run trains (a live trial)
+    judged: bool = True  # False: a seed-sweep run, reported but not judged
 
     @property
     def healthy(self) -> bool:
@@ -184,6 +186,19 @@ SCENARIOS: tuple[Scenario, ...] = (
              targets=("StalledTrainingRule",), rule_parameters={"StalledTrainingRule": {"threshold": "2"}},
              follow=("StalledTrainingRule",)),
 )
+
+
+HEALTHY_BUILDERS: tuple[tuple[str, Callable[[int], Setup]], ...] = (
+    ("healthy_mlp", healthy_mlp), ("healthy_cnn", healthy_cnn), ("healthy_text", healthy_text))
+
+
+def seed_sweep(seeds: Iterable[int]) -> tuple[Scenario, ...]:
+    """The healthy runs again with other seeds: how often each rule cries wolf on healthy training
+    beyond the judged runs (reported in the matrix, not judged)."""
+    return tuple(
+        Scenario(f"{name}@{seed}", f"{name} with seed {seed}", partial(build, seed), judged=False)
+        for seed in seeds for name, build in HEALTHY_BUILDERS
+    )
 
 
 def by_name() -> dict[str, Scenario]:

@@ -112,3 +112,33 @@ def test_report_footnotes_name_only_the_runs_that_ran() -> None:
     text = report.markdown(results)
     assert "| DeadRelu | **FIRES** ✓ |" in text
     assert "stalled" not in text and "changed_seed" not in text
+
+
+def test_seed_sweep_runs_are_reported_not_judged() -> None:
+    from detection.matrix import Cell, RunInfo
+    from detection.scenarios import seed_sweep
+
+    sweep = seed_sweep([7])
+    assert [s.name for s in sweep] == ["healthy_mlp@7", "healthy_cnn@7", "healthy_text@7"]
+    assert all(s.healthy and not s.judged for s in sweep)
+    losses = {"first_loss": 1.0, "last_loss": 0.1, "val_loss": 0.1}
+    results = Results(rules=["Overfit"], missing=[],
+                      runs=[RunInfo("healthy_mlp", "MLP", True, (), 1.0, losses),
+                            RunInfo("healthy_mlp@7", "MLP, seed 7", True, (), 1.0, losses, judged=False)],
+                      cells=[Cell("Overfit", "healthy_mlp", "silent", "silent"),
+                             Cell("Overfit", "healthy_mlp@7", FIRED, None, details="RuleEvaluationConditionMet: at step 9")])
+    assert results.wrong() == []  # a sweep run firing is not a wrong cell
+    text = report.markdown(results)
+    assert "| rule | healthy_mlp (healthy) |" in text  # the judged matrix leaves the sweep run out
+    assert "| healthy_mlp@7 | Overfit (fired: at step 9) |" in text
+    assert "1 of 1 seed-sweep cells fired or errored." in text
+    assert "By rule: Overfit 1 of 1 runs; every other rule stayed silent on all 1." in text
+
+
+@pytest.mark.slow
+def test_cli_seed_sweep_trains_the_healthy_runs_with_other_seeds(tmp_path: Path) -> None:
+    js = tmp_path / "r.json"
+    main(["-q", "--only", "dead_relu", "--seeds", "1", "--markdown", str(tmp_path / "m.md"), "--json", str(js)])
+    runs = {r["name"]: r["judged"] for r in json.loads(js.read_text())["runs"]}
+    assert runs == {"dead_relu": True, "healthy_mlp@100": False, "healthy_cnn@100": False, "healthy_text@100": False}
+    assert "## Seed sweep (reported, not judged)" in (tmp_path / "m.md").read_text()

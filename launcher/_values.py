@@ -101,3 +101,18 @@ def decode_sdk_hyperparameter(value: str) -> str:
     except (ValueError, TypeError):
         return value
     return decoded if isinstance(decoded, str) else value
+
+
+_INSTANCE = re.compile(r"^ml\.([a-z]+)(\d+[a-z]*)\.(medium|large|metal|(\d*)xlarge)$")
+_GIB_PER_VCPU = {"c": 2, "t": 2, "m": 4, "r": 8}
+
+
+def instance_resources(instance_type: str) -> tuple[int, int]:
+    """(vCPUs, GiB of memory) of a SageMaker instance type such as `ml.m5.xlarge`; ValueError
+    for a name that is not one."""
+    match = _INSTANCE.match(instance_type.strip())
+    if not match or match.group(3) == "metal":
+        raise ValueError(f"{instance_type!r} is not an instance type like ml.m5.xlarge")
+    family, size, multiple = match.group(1), match.group(3), match.group(4)
+    vcpus = 2 if size in ("medium", "large") else 4 * int(multiple or 1)
+    return vcpus, vcpus * _GIB_PER_VCPU.get(family[0], 4)

@@ -127,8 +127,10 @@ def cli(debug: bool) -> None:
               help="Where training and evaluators run: subprocesses, containers, or docker when its engine "
                    "answers and the images exist (env SDLOCAL_RUNTIME).")
 @click.option("--keep-containers", is_flag=True, help="docker: leave the job's containers and network after it ends.")
-@click.option("--rule-memory", metavar="SIZE", help="docker: memory limit of each evaluator container (default 2g).")
-@click.option("--rule-cpus", metavar="N", help="docker: CPU limit of each evaluator container (default 1).")
+@click.option("--rule-memory", metavar="SIZE",
+              help="docker: memory limit of each evaluator container (default: its InstanceType's, else 2g).")
+@click.option("--rule-cpus", metavar="N",
+              help="docker: CPU limit of each evaluator container (default: its InstanceType's, else 1).")
 @click.option("--json", "as_json", is_flag=True, help="Print the rule statuses as JSON.")
 @click.pass_context
 def run(ctx: click.Context, spec_file: Path | None, entry_point: str | None, source_dir: Path | None,
@@ -170,7 +172,8 @@ def run(ctx: click.Context, spec_file: Path | None, entry_point: str | None, sou
     options = RunOptions(poll_interval_s=poll_interval, rule_timeout_s=rule_timeout, overwrite=overwrite)
     echo = lambda line: click.echo(line, err=True)  # noqa: E731
     chosen = select_runtime(runtime, rule_images=[r.image for r in spec.debug_rules], training_image=spec.training_image,
-                            limits=RuleLimits.from_flags(rule_memory, rule_cpus), keep=keep_containers, echo=echo)
+                            limits=RuleLimits.from_flags(rule_memory, rule_cpus) if rule_memory or rule_cpus else None,
+                            keep=keep_containers, echo=echo)
     if isinstance(chosen, ProcessRuntime):
         for rule in spec.debug_rules:
             if not is_debugger_rule_image(rule.image):

@@ -205,7 +205,7 @@ def _rule_launch(spec: JobSpec, rule: RuleSpec, job_dir: JobDir, options: RunOpt
         debug_output=spec.debug_output, rule_output=rule.output, log_path=job_dir.rule_log(rule.name),
         profiler_output=spec.profiler.profiler_output if spec.profiler else None,
         poll_interval_s=options.poll_interval_s, collections_timeout_s=options.collections_timeout_s,
-        image=rule.image, env=env,
+        image=rule.image, env=env, instance_type=rule.instance_type,
     )
 
 

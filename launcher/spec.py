@@ -28,6 +28,7 @@ from launcher._values import (
     as_mapping,
     check_job_name,
     decode_sdk_hyperparameter,
+    instance_resources,
     is_debugger_rule_image,
     s3_base,
     string_map,
@@ -42,7 +43,7 @@ _USED_FIELDS = frozenset(
         "AlgorithmSpecification",
     }
 )
-_RULE_FIELDS = frozenset({"RuleConfigurationName", "RuleEvaluatorImage", "RuleParameters"})
+_RULE_FIELDS = frozenset({"RuleConfigurationName", "RuleEvaluatorImage", "RuleParameters", "InstanceType"})
 _HOOK_FIELDS = frozenset({"S3OutputPath", "LocalPath", "HookParameters", "CollectionConfigurations"})
 
 
@@ -70,6 +71,7 @@ class RuleSpec:
     output: str  # s3://.../<job>/rule-output/<name>
     kind: str  # "debugger" | "profiler"
     rule_file_in_image: bool = False  # source_s3_uri is a path inside its custom RuleEvaluatorImage
+    instance_type: str | None = None  # the evaluator's InstanceType: its container limits (docker runtime)
 
     @property
     def rule_to_invoke(self) -> str:
@@ -290,7 +292,14 @@ def _rules(
                 in_image = True  # baked into the custom rule image (custom_rules/image/): its evaluator loads it
             else:
                 raise SpecError(f"{where}.RuleParameters.source_s3_uri", f"custom rule file {path} not found")
-        rules.append(RuleSpec(name, params, image, f"{job_output}/rule-output/{name}", kind, in_image))
+        instance_type = entry.get("InstanceType")
+        if instance_type is not None:
+            try:
+                instance_resources(str(instance_type))
+            except ValueError as e:
+                raise SpecError(f"{where}.InstanceType", str(e)) from None
+        rules.append(RuleSpec(name, params, image, f"{job_output}/rule-output/{name}", kind, in_image,
+                              None if instance_type is None else str(instance_type)))
     return tuple(rules)
 
 

@@ -71,6 +71,7 @@ class RuleLaunch:
     collections_timeout_s: float | None = None
     image: str | None = None
     env: tuple[tuple[str, str], ...] = ()
+    instance_type: str | None = None  # RuleConfiguration.InstanceType (docker runtime: container limits)
 
     def to_env(self) -> dict[str, str]:
         env = {

@@ -28,6 +28,7 @@ from launcher.runtime._docker_config import (
     Endpoint,
     RuleLimits,
     container_name,
+    host_resources,
     map_env,
     rule_image,
     training_image,
@@ -138,7 +139,7 @@ class DockerRuntime(Runtime):
         self.client = client
         self.training_image = training_image
         self.evaluator_image = evaluator_image
-        self.limits = limits or RuleLimits()
+        self.limits = limits  # None: each rule's InstanceType, else RuleLimits()
         self.keep = keep
         self.training_internet = training_internet
         self.echo = echo
@@ -269,10 +270,19 @@ class DockerRuntime(Runtime):
         image = rule_image(launch.image, self.evaluator_image)
         kwargs = {
             "image": image, "environment": {**env, "HOME": "/tmp"}, "user": self._rule_user(image),
-            "working_dir": "/tmp", **_HARDENING, **self.limits.to_docker_kwargs(), **override,
+            "working_dir": "/tmp", **_HARDENING, **self.rule_limits(launch).to_docker_kwargs(), **override,
         }
         labels = self._labels(launch.job_name, "rule", **{"sdlocal.rule": launch.rule_name})
         return self._run(f"rule {launch.rule_name}", launch.log_path, labels, False, **kwargs)
+
+    def rule_limits(self, launch: RuleLaunch) -> RuleLimits:
+        """--rule-memory/--rule-cpus if given, else the rule's InstanceType (capped at this host),
+        else the defaults."""
+        if self.limits is not None:
+            return self.limits
+        if launch.instance_type:
+            return RuleLimits.for_instance(launch.instance_type, *host_resources())
+        return RuleLimits()
 
     def _rule_user(self, image: str) -> str:
         """The image's own user unless it is root (then nobody): evaluators never run as root."""

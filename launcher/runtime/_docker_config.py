@@ -5,6 +5,7 @@ No docker calls here: everything is a function of its arguments (unit-tested wit
 from __future__ import annotations
 
 import json
+import os
 import re
 from collections.abc import Callable, Iterable, Mapping
 from dataclasses import dataclass
@@ -12,7 +13,7 @@ from pathlib import Path
 from typing import Any
 from urllib.parse import urlsplit
 
-from launcher._values import is_debugger_rule_image
+from launcher._values import instance_resources, is_debugger_rule_image
 from launcher.errors import RuntimeLaunchError
 
 OPT_ML = "/opt/ml"
@@ -75,9 +76,22 @@ class RuleLimits:
             parse_cpus(cpus) if cpus is not None else default.cpus,
         )
 
+    @classmethod
+    def for_instance(cls, instance_type: str, host_cpus: float, host_memory_bytes: int) -> RuleLimits:
+        """The limits of a RuleConfiguration's `InstanceType` (`ml.<family>.<size>`): its vCPUs
+        (medium/large 2, xlarge 4, Nxlarge 4N) and memory (per vCPU: c 2 GiB, t 2 GiB, m 4 GiB,
+        r 8 GiB, others 4 GiB), each capped at what this host has."""
+        vcpus, memory_gib = instance_resources(instance_type)
+        return cls(min(int(memory_gib * 1024**3), host_memory_bytes), min(float(vcpus), host_cpus))
+
     def to_docker_kwargs(self) -> dict[str, Any]:
         return {"mem_limit": self.memory_bytes, "memswap_limit": self.memory_bytes,
                 "nano_cpus": int(self.cpus * 1e9), "pids_limit": self.pids}
+
+
+def host_resources() -> tuple[float, int]:
+    """(CPUs, bytes of memory) of this host: the most an instance type's limits may ask."""
+    return float(os.cpu_count() or 1), os.sysconf("SC_PAGE_SIZE") * os.sysconf("SC_PHYS_PAGES")
 
 
 def is_ecr_image(image: str) -> bool:

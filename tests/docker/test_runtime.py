@@ -19,6 +19,7 @@ import pytest
 
 from launcher.runtime import RuleLaunch
 from launcher.runtime._docker import DockerRuntime
+from launcher.runtime._docker_config import host_resources
 
 REPO = Path(__file__).resolve().parents[2]
 pytestmark = pytest.mark.docker
@@ -204,11 +205,11 @@ def test_custom_rule_image_under_sdlocal_run(docker_client: Any, sdlocal_images:
             {"RuleConfigurationName": "WeightNormHigh", "RuleEvaluatorImage": custom_rule_image,
              "RuleParameters": {"rule_to_invoke": "WeightNormRule", "source_s3_uri": "/opt/rules/weight_norm_rule.py",
                                 "threshold": "1e6"}},
-            {"RuleConfigurationName": "ExplodingTensor",
+            {"RuleConfigurationName": "ExplodingTensor", "InstanceType": "ml.t3.medium",
              "RuleParameters": {"rule_to_invoke": "ExplodingTensor", "collection_names": "weights"}},
         ],
     }))
-    code, rows, err = finish(sdlocal(["run", str(spec), "--job-name", job], tmp_path, moto_server))
+    code, rows, err = finish(sdlocal(["run", str(spec), "--job-name", job, "--keep-containers"], tmp_path, moto_server))
     assert code == 0, err
     assert verdicts(rows) == {"WeightNormLow": "IssuesFound", "WeightNormHigh": "NoIssuesFound",
                               "ExplodingTensor": "NoIssuesFound"}, rows
@@ -217,6 +218,17 @@ def test_custom_rule_image_under_sdlocal_run(docker_client: Any, sdlocal_images:
     images = {e["Actor"]["Attributes"].get("sdlocal.rule"): e["Actor"]["Attributes"]["image"] for e in events}
     assert images["WeightNormLow"] == images["WeightNormHigh"] == custom_rule_image
     assert images["ExplodingTensor"] == sdlocal_images.evaluator
+    # limits: the rule's InstanceType (ml.t3.medium: 2 vCPUs, 4 GiB, capped at this host), else the defaults
+    kept = docker_client.containers.list(all=True, filters={"label": [f"sdlocal.job={job}", "sdlocal.role=rule"]})
+    limits = {c.labels["sdlocal.rule"]: (c.attrs["HostConfig"]["NanoCpus"], c.attrs["HostConfig"]["Memory"]) for c in kept}
+    host_cpus, host_memory = host_resources()
+    assert limits["ExplodingTensor"] == (int(min(2.0, host_cpus) * 1e9), min(4 * 1024**3, host_memory))
+    assert limits["WeightNormLow"] == limits["WeightNormHigh"] == (int(1e9), 2 * 1024**3)
+    # --keep-containers kept them; `sdlocal stop` (no launcher alive) removes them
+    env = {**os.environ, "SDLOCAL_HOME": str(tmp_path)}
+    stopped = subprocess.run([sys.executable, "-m", "launcher", "stop", job], cwd=REPO, env=env,
+                             capture_output=True, text=True, timeout=120)
+    assert stopped.returncode == 0, stopped.stderr
     assert leftovers(docker_client, job) == []
 
 

@@ -302,3 +302,32 @@ def test_docker_runtime_close_stops_the_relay_when_the_engine_fails() -> None:
         runtime.close()
     assert runtime._relay is None
     assert not [t for t in threading.enumerate() if t.name == "sdlocal-s3-relay"]
+
+
+def test_instance_type_limits() -> None:
+    from launcher._values import instance_resources
+    from launcher.runtime import RuleLaunch
+    from launcher.runtime._docker import DockerRuntime
+
+    assert instance_resources("ml.t3.medium") == (2, 4)
+    assert instance_resources("ml.m5.xlarge") == (4, 16)
+    assert instance_resources("ml.c5.2xlarge") == (8, 16)
+    assert instance_resources("ml.r5.large") == (2, 16)
+    assert instance_resources("ml.g4dn.12xlarge") == (48, 192)
+    for bad in ("m5.xlarge", "ml.m5", "ml.m5.metal", "ml.m5.huge"):
+        with pytest.raises(ValueError, match="not an instance type"):
+            instance_resources(bad)
+    # capped at the host: a 2-CPU, 24 GiB machine runs an ml.m5.4xlarge rule with 2 CPUs and 24 GiB
+    assert RuleLimits.for_instance("ml.m5.4xlarge", 2.0, 24 * 1024**3) == RuleLimits(24 * 1024**3, 2.0)
+    assert RuleLimits.for_instance("ml.t3.medium", 16.0, 64 * 1024**3) == RuleLimits(4 * 1024**3, 2.0)
+
+    def launch(instance_type: str | None) -> RuleLaunch:
+        return RuleLaunch("j", "R", (), "s3://b/j/debug-output", "s3://b/j/rule-output/R", Path("/tmp/r.log"),
+                          instance_type=instance_type)
+
+    by_instance = DockerRuntime(None, training_image="tr:1", evaluator_image="ev:1", echo=lambda _: None)
+    assert by_instance.rule_limits(launch(None)) == RuleLimits()
+    assert by_instance.rule_limits(launch("ml.t3.medium")).memory_bytes == 4 * 1024**3
+    flags = RuleLimits.from_flags("1g", "0.5")
+    by_flags = DockerRuntime(None, training_image="tr:1", evaluator_image="ev:1", limits=flags, echo=lambda _: None)
+    assert by_flags.rule_limits(launch("ml.t3.medium")) == flags  # the flags win

@@ -40,9 +40,10 @@ def test_sdk_v2_request_body(src: Path) -> None:
     assert spec.training_image and spec.training_image.endswith("pytorch-training:2.1.0-cpu-py310")
     for name in ("RoleArn", "ResourceConfig", "StoppingCondition", "OutputDataConfig", "VpcConfig",
                  "Environment", "InputDataConfig", "AlgorithmSpecification.TrainingInputMode",
-                 "DebugRuleConfigurations[].InstanceType"):
+                 "DebugRuleConfigurations[].VolumeSizeInGB"):
         assert name in spec.ignored_fields
-    assert spec.ignored_fields.count("DebugRuleConfigurations[].InstanceType") == 1
+    assert spec.ignored_fields.count("DebugRuleConfigurations[].VolumeSizeInGB") == 1
+    assert "ml.t3.medium" in {r.instance_type for r in spec.debug_rules}  # kept: the docker runtime's limits
     # paths derived as the service does: never the S3OutputPath verbatim
     assert spec.debug_output == f"s3://sagemaker-us-east-1-123456789012/{job}/debug-output"
     assert [r.name for r in spec.debug_rules] == ["VanishingGradient", "ExplodingTensor", "CustomGradientRule"]
@@ -272,3 +273,14 @@ def test_a_rule_file_inside_a_custom_rule_image_is_neither_checked_nor_uploaded(
         bad = {**rule, "RuleEvaluatorImage": image, "RuleParameters": {**rule["RuleParameters"], "source_s3_uri": path}}
         with pytest.raises(SpecError, match="not found"):
             parse({"EntryPoint": "train.py", "DebugRuleConfigurations": [bad]}, src)
+
+
+def test_rule_instance_type_is_kept_and_checked(src: Path) -> None:
+    rule = {"RuleConfigurationName": "VG", "InstanceType": "ml.t3.medium",
+            "RuleParameters": {"rule_to_invoke": "VanishingGradient"}}
+    spec = parse({"EntryPoint": "train.py", "DebugRuleConfigurations": [rule]}, src)
+    assert spec.debug_rules[0].instance_type == "ml.t3.medium"
+    assert not [f for f in spec.ignored_fields if "InstanceType" in f]
+    with pytest.raises(SpecError) as err:
+        parse({"EntryPoint": "train.py", "DebugRuleConfigurations": [{**rule, "InstanceType": "big"}]}, src)
+    assert err.value.field == "DebugRuleConfigurations[0].InstanceType"

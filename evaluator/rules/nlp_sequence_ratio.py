@@ -43,6 +43,8 @@ class NLPSequenceRatio(Rule):
             parse_float(rule, "token_thresholds_percent", t, minimum=0.0, maximum=100.0)
             for t in self._list("token_thresholds_percent", token_thresholds_percent)
         ]
+        if len(set(tokens)) != len(tokens):
+            raise RuleParameterError(rule, "token_values", token_values, "a token is listed twice")
         if len(thresholds) == 1:
             thresholds = thresholds * len(tokens)
         if len(thresholds) != len(tokens):

@@ -44,6 +44,7 @@ class StalledTrainingRule(Rule):
         self.stop_training_on_fire = parse_bool(rule, "stop_training_on_fire", stop_training_on_fire)
         prefix = None if is_none(training_job_name_prefix) else str(training_job_name_prefix).strip()
         self.training_job_name_prefix = prefix or os.environ.get(JOB_NAME_ENV) or None
+        self._stalled = False  # in a stall already counted (until the next new step)
         if self.stop_training_on_fire:
             if self.training_job_name_prefix is None:
                 raise RuleParameterError(
@@ -57,15 +58,19 @@ class StalledTrainingRule(Rule):
             )
 
     def invoke_at_step(self, step: int) -> Verdict:
-        # a new step is progress: the training is not stalled
+        # a new step is progress: the training is not stalled (a later stall is a new one)
+        self._stalled = False
         return Verdict.CONDITION_NOT_MET
 
     def invoke_idle(self, idle_s: float) -> Verdict:
-        """`idle_s` seconds have passed without a new step (called by the evaluator loop)."""
+        """`idle_s` seconds have passed without a new step (called by the evaluator loop on every
+        poll): a stall is logged and counted once, when it crosses the threshold."""
         if idle_s < self.threshold:
             return Verdict.NOT_EVALUATED
-        self.logger.info("%s: no new step for %.1f s (threshold %g s)", self.rule_name, idle_s, self.threshold)
-        self.report["RuleTriggered"] += 1
-        self.report["Violations"] += 1
-        self.report["Datapoints"] += 1
+        if not self._stalled:
+            self._stalled = True
+            self.logger.info("%s: no new step for %.1f s (threshold %g s)", self.rule_name, idle_s, self.threshold)
+            self.report["RuleTriggered"] += 1
+            self.report["Violations"] += 1
+            self.report["Datapoints"] += 1
         return Verdict.CONDITION_MET

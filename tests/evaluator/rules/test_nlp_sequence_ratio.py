@@ -67,6 +67,7 @@ def test_no_sequences_and_one_step(tmp_path: Path) -> None:
     ({"token_values": "pad"}, "token_values"), ({"token_values": ""}, "token_values"),
     ({"token_thresholds_percent": "150"}, "token_thresholds_percent"),
     ({"token_values": "0,1,2", "token_thresholds_percent": "10,20"}, "token_thresholds_percent"),
+    ({"token_values": "0,1,0", "token_thresholds_percent": "10,20,30"}, "token_values"),
     ({"tensor_regex": "("}, "tensor_regex")])
 def test_bad_parameters_name_the_parameter(tmp_path: Path, params: dict[str, str], param: str) -> None:
     trial = make_trial(tmp_path, train_steps([{SEQ: sequences(0)}]))

@@ -152,3 +152,12 @@ def test_real_short_stall(tmp_path: Path) -> None:
     assert final.status is Status.ISSUES_FOUND and final.last_evaluated_step == 2
     assert "StalledTrainingRule at step 2 resulted" in final.status_details
     assert fired_after and fired_after[0] >= 2.0
+
+
+def test_a_stall_is_logged_and_counted_once(tmp_path: Path, caplog: pytest.LogCaptureFixture) -> None:
+    # steps at t=1 and t=20, idle polls every second in between and after: two stalls of > 5 s
+    with caplog.at_level("INFO", logger="evaluator.rules.StalledTrainingRule"):
+        final, _, rule = _follow(tmp_path, {"threshold": "5"}, {1.0: 0, 20.0: 1}, end_at=40)
+    assert final.status is Status.ISSUES_FOUND
+    assert rule.report["RuleTriggered"] == 2  # one per stall, not one per idle poll
+    assert len([r for r in caplog.records if "no new step" in r.getMessage()]) == 2

@@ -28,6 +28,17 @@ class RunningJob:
     job_dir: Path
 
 
+def _start_token(pid: int) -> str | None:
+    """When process `pid` started (field 22 of /proc/<pid>/stat, in clock ticks since boot); None
+    where there is no /proc. With the pid it names one process: a pid reused later differs."""
+    try:
+        stat = Path(f"/proc/{pid}/stat").read_text()
+    except OSError:
+        return None
+    fields = stat[stat.rfind(")") + 2:].split()  # after "pid (comm) ": field 3 is fields[0]
+    return fields[19] if len(fields) > 19 else None
+
+
 def _entry(home: Path, job_name: str) -> Path:
     return home / "running" / f"{job_name}.json"
 
@@ -41,7 +52,8 @@ def register(home: Path, job_name: str, job_dir: Path, pid: int | None = None) -
                        "choose another --job-name")
     path = _entry(home, job_name)
     path.parent.mkdir(parents=True, exist_ok=True)
-    path.write_text(json.dumps({"pid": pid or os.getpid(), "job_dir": str(job_dir)}))
+    owner = pid or os.getpid()
+    path.write_text(json.dumps({"pid": owner, "job_dir": str(job_dir), "started": _start_token(owner)}))
     return path
 
 
@@ -64,8 +76,9 @@ def find_running(home: Path, job_name: str) -> RunningJob | None:
         job = RunningJob(job_name, int(data["pid"]), Path(data["job_dir"]))
     except (OSError, ValueError, KeyError, TypeError):
         return None
-    if not _pid_alive(job.pid):
-        path.unlink(missing_ok=True)
+    started = data.get("started")
+    if not _pid_alive(job.pid) or (started is not None and _start_token(job.pid) not in (started, None)):
+        path.unlink(missing_ok=True)  # a dead launcher, or its pid reused by another process
         return None
     return job
 

@@ -331,3 +331,17 @@ def test_instance_type_limits() -> None:
     flags = RuleLimits.from_flags("1g", "0.5")
     by_flags = DockerRuntime(None, training_image="tr:1", evaluator_image="ev:1", limits=flags, echo=lambda _: None)
     assert by_flags.rule_limits(launch("ml.t3.medium")) == flags  # the flags win
+
+
+def test_a_running_record_whose_pid_was_reused_is_stale(tmp_path: Path) -> None:
+    import json
+
+    from launcher.runtime._control import _start_token, find_running, register
+
+    path = register(tmp_path, "j", tmp_path / "job")  # this test process plays the launcher
+    record = json.loads(path.read_text())
+    assert record["started"] == _start_token(os.getpid()) and record["started"] is not None
+    assert find_running(tmp_path, "j") is not None
+    # the same pid, alive, but started at another time: another process got the dead launcher's pid
+    path.write_text(json.dumps({**record, "started": str(int(record["started"]) + 1)}))
+    assert find_running(tmp_path, "j") is None and not path.exists()

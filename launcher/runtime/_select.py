@@ -16,7 +16,11 @@ def _docker_client() -> Any:
     import docker
 
     client = docker.from_env(timeout=60)
-    client.ping()
+    try:
+        client.ping()
+    except BaseException:
+        client.close()
+        raise
     return client
 
 

@@ -42,3 +42,13 @@ def losses(values: Iterable[float], steps: Iterable[int] | None = None) -> list[
     vals = list(values)
     idx = list(steps) if steps is not None else list(range(len(vals)))
     return [(s, "TRAIN", s, {"CrossEntropyLoss_output_0": np.float32(v)}) for s, v in zip(idx, vals, strict=True)]
+
+
+class Clock:
+    """A fake clock for the evaluator loop: a test's `sleep` advances `now`."""
+
+    def __init__(self) -> None:
+        self.now = 0.0
+
+    def __call__(self) -> float:
+        return self.now

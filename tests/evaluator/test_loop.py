@@ -12,18 +12,10 @@ from evaluator.loop import evaluate
 from evaluator.rule import Rule, RuleEvaluationConditionMet, Verdict
 from evaluator.rules import ExplodingTensor
 from evaluator.status import RuleStatus, Status
-from tests.evaluator._trials import COLLECTIONS
+from tests.evaluator._trials import COLLECTIONS, Clock
 from trial import TrialWriter, create_trial
 
 W = "Net_fc1.weight"
-
-
-class Clock:
-    def __init__(self) -> None:
-        self.now = 0.0
-
-    def __call__(self) -> float:
-        return self.now
 
 
 def grower(root: Path, batches: list[list[float]], clock: Clock, *, end: bool = True) -> Callable[[float], None]:

@@ -14,18 +14,10 @@ from evaluator.loop import evaluate
 from evaluator.rule import Verdict
 from evaluator.rules import StalledTrainingRule
 from evaluator.status import RuleStatus, Status
-from tests.evaluator._trials import COLLECTIONS
+from tests.evaluator._trials import COLLECTIONS, Clock
 from trial import TrialWriter, create_trial
 
 LOSS = "CrossEntropyLoss_output_0"
-
-
-class Clock:
-    def __init__(self) -> None:
-        self.now = 0.0
-
-    def __call__(self) -> float:
-        return self.now
 
 
 def _writer(root: Path) -> TrialWriter:

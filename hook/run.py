@@ -13,6 +13,7 @@ from typing import TYPE_CHECKING
 
 from hook.config import HookConfig
 from hook.errors import HookError
+from trial.smdebug_shim import use_sdlocal_smdebug
 
 if TYPE_CHECKING:
     from hook._autoattach import AutoAttach
@@ -44,6 +45,7 @@ def main(argv: Sequence[str] | None = None) -> int:
     else:
         logger.info("no hook config at %s: the hook is disabled", config_path)
 
+    use_sdlocal_smdebug()  # the script's `import smdebug.pytorch` is this hook
     sys.argv = [script, *args[1:]]
     sys.path.insert(0, os.path.dirname(os.path.abspath(script)))
     try:

@@ -14,6 +14,7 @@ from typing import Any
 
 from launcher.errors import RuntimeLaunchError
 from launcher.runtime._base import REPO_ROOT, Handle, RuleLaunch, Runtime, TrainingLaunch
+from trial.smdebug_shim import compat_dir
 
 
 class ProcessHandle(Handle):
@@ -65,8 +66,10 @@ class ProcessRuntime(Runtime):
 
     def _start(self, name: str, log_path: Path, kwargs: dict[str, Any], labels: dict[str, str]) -> ProcessHandle:
         env = {**self.base_env, **kwargs["env"]}
-        # The child imports hook/evaluator from this checkout even from another working directory.
-        env["PYTHONPATH"] = os.pathsep.join(filter(None, [str(REPO_ROOT), self.base_env.get("PYTHONPATH")]))
+        # The child imports hook/evaluator from this checkout even from another working directory,
+        # and user code's `import smdebug` gets sdlocal's (trial/smdebug_shim.py).
+        env["PYTHONPATH"] = os.pathsep.join(
+            filter(None, [str(compat_dir()), str(REPO_ROOT), self.base_env.get("PYTHONPATH")]))
         log_path.parent.mkdir(parents=True, exist_ok=True)
         try:
             with open(log_path, "ab") as log:

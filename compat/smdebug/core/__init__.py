@@ -1,0 +1,1 @@
+"""smdebug.core: modes, collections, save and reduction configs."""

@@ -1,0 +1,1 @@
+"""smdebug.profiler: helpers of smdebug's profiler that user code imports."""

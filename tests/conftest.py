@@ -11,7 +11,11 @@ import boto3
 import pytest
 
 REPO_ROOT = Path(__file__).resolve().parent.parent
-FIXTURE_TRIALS = REPO_ROOT.parent / "shared" / "fixtures" / "smdebug-trials"
+# Trials written by the real smdebug 1.0.34 hook and SageMaker profiler output samples, kept in the
+# repository so a plain clone tests against them (tests/fixtures/*/README or MANIFEST.md).
+FIXTURES = REPO_ROOT / "tests" / "fixtures"
+FIXTURE_TRIALS = FIXTURES / "smdebug-trials"
+FIXTURE_PROFILER = FIXTURES / "smdebug-profiler"
 SMDEBUG_PYTHON = Path(
     os.environ.get("SDLOCAL_SMDEBUG_PYTHON", str(REPO_ROOT / ".venv-smdebug" / "bin" / "python"))
 )
@@ -76,8 +80,8 @@ def smdebug_python() -> Path:
 
 @pytest.fixture
 def fixture_trials() -> Path:
-    if not FIXTURE_TRIALS.exists():
-        pytest.skip("shared fixtures not present")
+    # Missing data is a broken checkout, not a reason to skip.
+    assert (FIXTURE_TRIALS / "MANIFEST.md").is_file(), f"fixture trials missing at {FIXTURE_TRIALS}"
     return FIXTURE_TRIALS
 
 

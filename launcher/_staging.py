@@ -47,6 +47,7 @@ def stage_channels(client: Any, channels: tuple[Channel, ...], input_data: Path,
         if not source.exists():
             raise JobError(f"channel {channel.name}: local data {source} does not exist")
         dest.parent.mkdir(parents=True, exist_ok=True)
+        echo(f"Channel {channel.name}: {source} (local, not copied)")
         if source.is_dir():
             dest.symlink_to(source, target_is_directory=True)
             inputs.append(DataInput(f"input/data/{channel.name}", source))

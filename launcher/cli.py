@@ -115,6 +115,9 @@ def cli(debug: bool) -> None:
               help="DebugHookConfig.HookParameters entry, e.g. save_interval=10. Repeatable.")
 @click.option("--collection", "collections", multiple=True, callback=_collections, metavar="NAME[:K=V,...]",
               help="A collection to save, optionally with CollectionParameters. Repeatable.")
+@click.option("--channel", "channels", multiple=True, callback=_kv, metavar="NAME=URI",
+              help="An InputDataConfig channel: an s3:// prefix or a local path, seen by the script at "
+                   "/opt/ml/input/data/NAME (SM_CHANNEL_NAME). Repeatable.")
 @click.option("--s3-output-path", metavar="S3_URI", help="Where the job's outputs go (default s3://sdlocal/jobs).")
 @_endpoint_option
 @_work_dir_option
@@ -136,7 +139,7 @@ def cli(debug: bool) -> None:
 def run(ctx: click.Context, spec_file: Path | None, entry_point: str | None, source_dir: Path | None,
         job_name: str | None, hyperparameters: tuple[tuple[str, str], ...], rules: tuple[str, ...],
         rule_params: tuple[str, ...], custom_rules: tuple[str, ...], hook_params: tuple[tuple[str, str], ...],
-        collections: Any, s3_output_path: str | None, s3_endpoint_url: str | None, work_dir: Path | None,
+        collections: Any, channels: tuple[tuple[str, str], ...], s3_output_path: str | None, s3_endpoint_url: str | None, work_dir: Path | None,
         overwrite: bool, rule_timeout: float, poll_interval: float, runtime: str, keep_containers: bool,
         rule_memory: str | None, rule_cpus: str | None, as_json: bool) -> None:
     """Run a training job with its Debugger rules, like CreateTrainingJob on SageMaker.
@@ -161,7 +164,7 @@ def run(ctx: click.Context, spec_file: Path | None, entry_point: str | None, sou
         raise click.UsageError(str(e), ctx=ctx) from e
     overrides = Overrides(entry_point=entry_point, source_dir=source_dir, job_name=job_name,
                           hyperparameters=hyperparameters, rules=rule_flags, hook_params=hook_params,
-                          collections=collections, s3_output_path=s3_output_path)
+                          collections=collections, s3_output_path=s3_output_path, channels=channels)
     request = overrides.apply(load_request(spec_file) if spec_file else {})
     spec = JobSpec.from_request(request, base_dir=spec_file.parent if spec_file else Path.cwd(),
                                 default_output_path=s3_output_path or DEFAULT_S3_OUTPUT_PATH)
@@ -194,6 +197,8 @@ def run(ctx: click.Context, spec_file: Path | None, entry_point: str | None, sou
             chosen.close()
             unregister(home, spec.job_name)
     echo(f"Training job {result.job_name}: {result.training_status}")
+    if result.failure_reason:
+        echo(f"FailureReason: {result.failure_reason}")
     _print_statuses(result.statuses, as_json)
     if result.stopped:
         ctx.exit(130)

@@ -8,6 +8,10 @@ marked `Stopped`; no process is left behind.
 A rule's StopTraining action (launcher/actions.py) stops only the training: the job ends
 `Stopped` (`JobResult.stopped_by_rule`, not a failure), the end marker is written and the rules
 finish their evaluation (the rule that fired ends IssuesFound).
+
+Around the training, as SageMaker does: the source tarball and the channels are staged before it
+starts (launcher/_staging.py); a training that completed or was stopped has its model and output
+data published, a failed one gets a FailureReason (launcher/_artifacts.py).
 """
 from __future__ import annotations
 
@@ -17,15 +21,17 @@ import signal
 import threading
 import time
 from collections.abc import Callable, Iterator
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 from typing import Any
 
 from evaluator.actions import StopRequest
+from launcher._artifacts import failure_reason, publish_folder, write_success
+from launcher._staging import fetch_source, remove_staged, stage_channels
 from launcher._values import split_s3_uri
 from launcher.actions import StopRequestWatcher
-from launcher.errors import JobError
-from launcher.platform import JobDir, Uploader, UploadTarget, write_configs, write_end_marker
-from launcher.runtime import Handle, RuleLaunch, Runtime, TrainingLaunch
+from launcher.errors import JobError, SpecError
+from launcher.platform import JobDir, Uploader, UploadTarget, update_record, write_configs, write_end_marker
+from launcher.runtime import DataInput, Handle, RuleLaunch, Runtime, TrainingLaunch
 from launcher.s3 import S3Endpoint, ensure_bucket
 from launcher.spec import JobSpec, RuleSpec
 from launcher.summary import RuleRef, rule_job_summary
@@ -51,6 +57,8 @@ class JobResult:
     stopped: bool  # stopped by the user (Ctrl-C, SIGTERM, `stop`)
     statuses: list[dict[str, Any]]
     stopped_by_rule: StopRequest | None = None  # a rule's StopTraining action stopped training
+    failure_reason: str | None = None  # SageMaker's FailureReason of a failed training
+    model_artifacts: str | None = None  # s3://.../output/model.tar.gz, once published
 
     @property
     def training_failed(self) -> bool:
@@ -100,6 +108,11 @@ def run_job(
     client = client or endpoint.client()
     echo(endpoint.describe())
     _prepare(spec, job_dir, endpoint, client, options.overwrite)
+    try:
+        spec, data_inputs = _stage(spec, job_dir, client, stop, echo)
+    except BaseException:
+        remove_staged(job_dir.root)  # a half-staged job must not read as "already exists" next time
+        raise
     spec = spec.with_uploaded_rule_code(lambda path, uri: _put_file(client, path, uri))
     write_configs(spec, job_dir, endpoint.url)
     if spec.profiler_rules:
@@ -119,7 +132,7 @@ def run_job(
         uploader.start()
         for rule in spec.debug_rules:
             handles[rule.name] = runtime.start_rule(_rule_launch(spec, rule, job_dir, options, child_env))
-        training = runtime.start_training(_training_launch(spec, job_dir, child_env))
+        training = runtime.start_training(_training_launch(spec, job_dir, child_env, data_inputs))
         echo(f"Training job {spec.job_name} started ({len(handles)} rule evaluator(s)); logs in {job_dir.logs}")
         watcher = StopRequestWatcher(client, spec.job_name, {r.name: r.output for r in spec.debug_rules},
                                      interval=options.action_poll_interval_s, clock=clock,
@@ -149,12 +162,53 @@ def run_job(
         finally:
             uploader.finish()
             write_end_marker(client, spec.debug_output)
+    result = JobResult(spec.job_name, exit_code, stop.is_set(), [], stopped_by)
+    reason, artifacts = _after_training(spec, job_dir, client, result, training, echo)
     if not stop.is_set():
         _wait_rules(spec, handles, client, options, stop, clock)
     if upload_errors:
         echo(f"Warning: {len(upload_errors)} upload attempt(s) failed; last: {upload_errors[-1]}")
     refs = [RuleRef(r.name, r.output, r.kind) for r in spec.debug_rules + spec.profiler_rules]
-    return JobResult(spec.job_name, exit_code, stop.is_set(), rule_job_summary(client, refs), stopped_by)
+    return replace(result, statuses=rule_job_summary(client, refs), failure_reason=reason, model_artifacts=artifacts)
+
+
+def _stage(spec: JobSpec, job_dir: JobDir, client: Any, stop: threading.Event,
+           echo: Callable[[str], None]) -> tuple[JobSpec, tuple[DataInput, ...]]:
+    """The source tarball unpacked into the job's code folder, the channels under input/data."""
+    job_dir.create()
+    if spec.source_s3_uri is not None:
+        fetch_source(client, spec.source_s3_uri, job_dir.code)
+        if not (job_dir.code / spec.entry_point).is_file():
+            raise SpecError("EntryPoint", f"{spec.entry_point!r} is not in {spec.source_s3_uri} "
+                                          f"(unpacked into {job_dir.code})")
+        echo(f"Source: {spec.source_s3_uri} unpacked into {job_dir.code}")
+        spec = replace(spec, source_dir=job_dir.code)
+    return spec, stage_channels(client, spec.channels, job_dir.input_data, stop=stop, echo=echo)
+
+
+def _after_training(spec: JobSpec, job_dir: JobDir, client: Any, result: JobResult, training: Handle | None,
+                    echo: Callable[[str], None]) -> tuple[str | None, str | None]:
+    """(FailureReason, model artifacts URI): a failed training gets the first, a completed or stopped
+    one has /opt/ml/model and /opt/ml/output/data published (SageMaker uploads them on stop too)."""
+    reason = artifacts = None
+    if result.training_failed and not result.stopped:
+        env = spec.training_environment()
+        reason = failure_reason(job_dir.failure_file, result.training_exit_code, spec.entry_point,
+                                env.user_args(), training.last_log_lines(40) if training else [])
+    elif training is not None:
+        if result.training_exit_code == 0:
+            write_success(job_dir.root / "output")
+        try:
+            publish_folder(client, job_dir.model, spec.model_artifacts, job_dir.root)
+            publish_folder(client, job_dir.output_data, f"{spec.model_output}/output.tar.gz", job_dir.root)
+            artifacts = spec.model_artifacts
+            echo(f"Model artifacts: {artifacts}")
+        except Exception as e:  # noqa: BLE001 - the rules still need their wait; say it and go on
+            echo(f"Warning: could not publish the model artifacts to {spec.model_artifacts}: "
+                 f"{' '.join(str(e).split())}")
+    update_record(job_dir, TrainingJobStatus=result.training_status, FailureReason=reason,
+                  ModelArtifacts={"S3ModelArtifacts": artifacts} if artifacts else None)
+    return reason, artifacts
 
 
 def _put_file(client: Any, path: Any, uri: str) -> None:
@@ -168,14 +222,27 @@ def _ignored_stop(request: StopRequest, job_name: str) -> str:
 
 
 def _prepare(spec: JobSpec, job_dir: JobDir, endpoint: S3Endpoint, client: Any, overwrite: bool) -> None:
+    """Refuse a job name already used (its job folder, or objects under its S3 prefixes that are not
+    this job's inputs); with `overwrite`, remove them. The job's inputs are never counted nor
+    deleted: the SDK uploads `<out>/<job>/source/sourcedir.tar.gz` under the job's own prefix."""
     if endpoint.source != "aws":
-        outputs = [spec.debug_output] + [r.output for r in spec.debug_rules]
+        outputs = [spec.debug_output, spec.model_output] + [r.output for r in spec.debug_rules]
         if spec.tensorboard is not None:
             outputs.append(spec.tensorboard.tensorboard_output)
         for bucket in dict.fromkeys(split_s3_uri(u)[0] for u in outputs):
             ensure_bucket(client, bucket)
-    bucket, prefix = split_s3_uri(spec.job_output)
-    existing = client.list_objects_v2(Bucket=bucket, Prefix=f"{prefix}/", MaxKeys=1).get("KeyCount", 0)
+    prefixes = [split_s3_uri(spec.job_output)]
+    if not spec.model_output.startswith(spec.job_output + "/"):
+        prefixes.append(split_s3_uri(spec.model_output))
+    inputs = [(b, f"{p}/source/") for b, p in prefixes[:1]] + [_raw_split(u) for u in spec.input_uris()]
+
+    def outputs_of(bucket: str, prefix: str) -> Iterator[str]:
+        for page in client.get_paginator("list_objects_v2").paginate(Bucket=bucket, Prefix=f"{prefix}/"):
+            for obj in page.get("Contents", []):
+                if not any(bucket == b and obj["Key"].startswith(k) for b, k in inputs):
+                    yield obj["Key"]
+
+    existing = any(next(outputs_of(b, p), None) is not None for b, p in prefixes)
     if (existing or job_dir.root.exists()) and not overwrite:
         raise JobError(
             f"Training job {spec.job_name} already exists ({spec.job_output} or {job_dir.root}); "
@@ -183,18 +250,26 @@ def _prepare(spec: JobSpec, job_dir: JobDir, endpoint: S3Endpoint, client: Any, 
         )
     if overwrite:
         shutil.rmtree(job_dir.root, ignore_errors=True)
-        paginator = client.get_paginator("list_objects_v2")
-        for page in paginator.paginate(Bucket=bucket, Prefix=f"{prefix}/"):
-            objects = [{"Key": o["Key"]} for o in page.get("Contents", [])]
-            if objects:
-                client.delete_objects(Bucket=bucket, Delete={"Objects": objects})
+        for bucket, prefix in prefixes:
+            keys = list(outputs_of(bucket, prefix))
+            for i in range(0, len(keys), 1000):  # DeleteObjects takes 1000 keys at most
+                client.delete_objects(Bucket=bucket, Delete={"Objects": [{"Key": k} for k in keys[i:i + 1000]]})
 
 
-def _training_launch(spec: JobSpec, job_dir: JobDir, env: tuple[tuple[str, str], ...]) -> TrainingLaunch:
+def _raw_split(uri: str) -> tuple[str, str]:
+    """`s3://bucket/key/` -> ("bucket", "key/"): an input's key or prefix exactly as given."""
+    bucket, _, key = uri[len("s3://"):].partition("/")
+    return bucket, key
+
+
+def _training_launch(spec: JobSpec, job_dir: JobDir, env: tuple[tuple[str, str], ...],
+                     data_inputs: tuple[DataInput, ...]) -> TrainingLaunch:
     return TrainingLaunch(
         job_name=spec.job_name, entry_point=spec.entry_point, source_dir=spec.source_dir,
         hyperparameters=tuple(spec.hyperparameters.items()), config_dir=job_dir.config_dir,
         model_dir=job_dir.model, log_path=job_dir.logs / "training.log", image=spec.training_image, env=env,
+        training_env=spec.training_environment(), environment=tuple(spec.environment.items()),
+        data_inputs=data_inputs,
     )
 
 

@@ -61,6 +61,7 @@ class Overrides:
     hook_params: tuple[tuple[str, str], ...] = ()
     collections: tuple[tuple[str, tuple[tuple[str, str], ...]], ...] = ()
     s3_output_path: str | None = None  # also pass it as from_request(default_output_path=...)
+    channels: tuple[tuple[str, str], ...] = ()  # (ChannelName, s3:// prefix, file:// URI or local path)
 
     def apply(self, request: Mapping[str, Any]) -> dict[str, Any]:
         """A new request: the flags win over the spec's fields; rules and collections are appended."""
@@ -87,11 +88,22 @@ class Overrides:
                 if params:
                     entry["CollectionParameters"] = dict(params)
                 hook.setdefault("CollectionConfigurations", []).append(entry)
+        if self.channels:
+            named = {name for name, _ in self.channels}
+            kept = [c for c in req.get("InputDataConfig") or [] if not (isinstance(c, dict) and c.get("ChannelName") in named)]
+            req["InputDataConfig"] = kept + [channel_request(name, uri) for name, uri in self.channels]
         if self.s3_output_path:
-            for key in ("DebugHookConfig", "ProfilerConfig"):
+            for key in ("DebugHookConfig", "ProfilerConfig", "OutputDataConfig"):
                 if isinstance(req.get(key), dict):
                     req[key]["S3OutputPath"] = self.s3_output_path
         return req
+
+
+def channel_request(name: str, uri: str) -> dict[str, Any]:
+    """`--channel NAME=URI`: an s3:// prefix, a file:// URI, or a local path (resolved here)."""
+    if not uri.startswith(("s3://", "file://")):
+        uri = "file://" + str(Path(uri).resolve())
+    return {"ChannelName": name, "DataSource": {"S3DataSource": {"S3DataType": "S3Prefix", "S3Uri": uri}}}
 
 
 RULE_OPTIONS = ("--rule", "--rule-param", "--custom-rule")

@@ -2,7 +2,8 @@
 
 It lays out the job directory (the process runtime's `/opt/ml`), writes `input/config/*.json`,
 uploads the hook's output continuously to the job's S3 prefixes and writes `training_job_end.ts`
-after the final upload, whether training succeeded or not.
+after the final upload, whether training succeeded or not. Channels and an S3 source tarball are
+staged by launcher/_staging.py, model and output data published by launcher/_artifacts.py.
 """
 from __future__ import annotations
 
@@ -17,7 +18,6 @@ from launcher._values import split_s3_uri
 from launcher.spec import JobSpec
 
 END_MARKER = "training_job_end.ts"
-RESOURCE_CONFIG = {"current_host": "algo-1", "hosts": ["algo-1"], "network_interface_name": "eth0"}
 
 
 @dataclass(frozen=True)
@@ -43,6 +43,23 @@ class JobDir:
         return self.root / "model"
 
     @property
+    def code(self) -> Path:
+        """Where an s3:// SourceDir (the SDK's sourcedir.tar.gz) is unpacked."""
+        return self.root / "code"
+
+    @property
+    def input_data(self) -> Path:
+        return self.root / "input" / "data"
+
+    @property
+    def output_data(self) -> Path:
+        return self.root / "output" / "data"
+
+    @property
+    def failure_file(self) -> Path:
+        return self.root / "output" / "failure"
+
+    @property
     def logs(self) -> Path:
         return self.root / "logs"
 
@@ -57,7 +74,7 @@ class JobDir:
         return self.logs / f"rule-{rule_name}.log"
 
     def create(self) -> None:
-        for path in (self.config_dir, self.tensors, self.tensorboard, self.model, self.logs):
+        for path in (self.config_dir, self.tensors, self.tensorboard, self.model, self.output_data, self.logs):
             path.mkdir(parents=True, exist_ok=True)
 
 
@@ -74,9 +91,21 @@ def write_configs(spec: JobSpec, job_dir: JobDir, endpoint_url: str | None) -> N
         dump(job_dir.config_file("profilerconfig"), spec.profiler.to_container_config())
     if spec.tensorboard is not None:
         dump(job_dir.config_file("tensorboardoutputconfig"), {"LocalPath": str(job_dir.tensorboard)})
-    dump(job_dir.config_file("resourceconfig"), RESOURCE_CONFIG)
-    dump(job_dir.config_file("hyperparameters"), dict(spec.hyperparameters))
+    env = spec.training_environment()
+    dump(job_dir.config_file("resourceconfig"), env.resource_config())
+    dump(job_dir.config_file("inputdataconfig"), env.input_data_config())
+    dump(job_dir.config_file("hyperparameters"), dict(spec.request_hyperparameters))  # as sent, as SageMaker does
     dump(job_dir.record, job_record(spec, endpoint_url))
+
+
+def update_record(job_dir: JobDir, **fields: Any) -> None:
+    """Add the job's outcome to `job.json` (fields whose value is None are left out)."""
+    try:
+        record = json.loads(job_dir.record.read_text())
+    except (OSError, ValueError):
+        record = {}
+    record.update({k: v for k, v in fields.items() if v is not None})
+    job_dir.record.write_text(json.dumps(record, indent=2) + "\n")
 
 
 def job_record(spec: JobSpec, endpoint_url: str | None) -> dict[str, Any]:

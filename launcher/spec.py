@@ -18,6 +18,7 @@ from typing import Any
 import yaml
 
 from launcher._collections import CollectionConfig, merge_collections, rule_default_collections
+from launcher._inputs import Channel, parse_channels, parse_environment, parse_instance_type, parse_source_dir
 from launcher._values import (
     MAX_MAP_ENTRIES,
     MAX_NAME_CHARS,
@@ -34,13 +35,14 @@ from launcher._values import (
     string_map,
 )
 from launcher.errors import SpecError
+from launcher.training_env import TrainingEnvironment
 
 DEFAULT_S3_OUTPUT_PATH = "s3://sdlocal/jobs"
 _USED_FIELDS = frozenset(
     {
         "TrainingJobName", "DebugHookConfig", "DebugRuleConfigurations", "ProfilerRuleConfigurations",
         "ProfilerConfig", "TensorBoardOutputConfig", "HyperParameters", "EntryPoint", "SourceDir",
-        "AlgorithmSpecification",
+        "AlgorithmSpecification", "InputDataConfig", "Environment", "ResourceConfig", "OutputDataConfig",
     }
 )
 _RULE_FIELDS = frozenset({"RuleConfigurationName", "RuleEvaluatorImage", "RuleParameters", "InstanceType"})
@@ -110,7 +112,7 @@ class TensorBoardSpec:
 class JobSpec:
     job_name: str
     entry_point: str  # relative to source_dir
-    source_dir: Path
+    source_dir: Path  # the code folder; with source_s3_uri, the job's code folder once unpacked
     hyperparameters: Mapping[str, str]
     hook: HookSpec | None
     debug_rules: tuple[RuleSpec, ...]
@@ -121,6 +123,28 @@ class JobSpec:
     job_output: str  # s3://bucket/prefix/<job>
     ignored_fields: tuple[str, ...] = ()
     warnings: tuple[str, ...] = field(default=())
+    # the SageMaker training environment (launcher/training_env.py)
+    request_hyperparameters: Mapping[str, str] = field(default_factory=dict)  # as sent, sagemaker_* included
+    channels: tuple[Channel, ...] = ()
+    environment: Mapping[str, str] = field(default_factory=dict)  # the request's Environment
+    instance_type: str = "local"
+    source_s3_uri: str | None = None  # an s3:// sourcedir.tar.gz, unpacked into the job's code folder
+    model_output: str = ""  # <OutputDataConfig.S3OutputPath or the job's output base>/<job>/output
+
+    @property
+    def model_artifacts(self) -> str:
+        """Where /opt/ml/model is published: SageMaker's `<S3OutputPath>/<job>/output/model.tar.gz`."""
+        return f"{self.model_output}/model.tar.gz"
+
+    def training_environment(self) -> TrainingEnvironment:
+        return TrainingEnvironment(self.job_name, self.entry_point, tuple(self.request_hyperparameters.items()),
+                                   self.channels, self.instance_type)
+
+    def input_uris(self) -> tuple[str, ...]:
+        """The S3 objects or prefixes this job reads: the source tarball, S3 channels, custom rule files."""
+        uris = [self.source_s3_uri] + [c.source for c in self.channels]
+        uris += [r.parameters.get("source_s3_uri") for r in self.debug_rules]
+        return tuple(u for u in uris if u and u.startswith("s3://"))
 
     @property
     def debug_output(self) -> str:
@@ -201,19 +225,27 @@ def _parse(
     # The training toolkit decodes the SDK's json-encoded values and keeps sagemaker_* to itself.
     hyperparameters = {k: decode_sdk_hyperparameter(v) for k, v in raw_hp.items() if not k.startswith("sagemaker_")}
 
-    source_dir = _source_dir(req, base_dir, sdk_submit_dir, warnings)
+    source_dir, source_uri = parse_source_dir(req.get("SourceDir"), base_dir, sdk_submit_dir)
     entry_point = req.get("EntryPoint") or (decode_sdk_hyperparameter(sdk_program) if sdk_program else None)
     if not entry_point or not isinstance(entry_point, str):
         raise SpecError("EntryPoint", "required: the training script (or HyperParameters.sagemaker_program)")
-    if not (source_dir / entry_point).is_file():
+    if source_uri is None and not (source_dir / entry_point).is_file():
         raise SpecError("EntryPoint", f"{entry_point!r} not found in the source directory {source_dir}")
 
     algo = as_mapping(req.get("AlgorithmSpecification"), "AlgorithmSpecification")
-    ignored += [f"AlgorithmSpecification.{k}" for k in algo if k != "TrainingImage"]
+    ignored += [f"AlgorithmSpecification.{k}" for k in algo if k not in ("TrainingImage", "TrainingInputMode")]
+    channels = parse_channels(req.get("InputDataConfig"), base_dir, algo.get("TrainingInputMode", "File"),
+                              ignored, warnings)
+    resources = as_mapping(req.get("ResourceConfig"), "ResourceConfig")
+    ignored += [f"ResourceConfig.{k}" for k in resources if k not in ("InstanceType", "InstanceCount")]
+    instance_type = parse_instance_type(resources, warnings)
     hook_req = as_mapping(req.get("DebugHookConfig"), "DebugHookConfig")
     ignored += [f"DebugHookConfig.{k}" for k in hook_req if k not in _HOOK_FIELDS]
     out_base = s3_base(hook_req.get("S3OutputPath") or default_output, "DebugHookConfig.S3OutputPath")
     job_output = f"{out_base}/{job}"
+    data_out = as_mapping(req.get("OutputDataConfig"), "OutputDataConfig")
+    ignored += [f"OutputDataConfig.{k}" for k in data_out if k != "S3OutputPath"]
+    model_base = s3_base(data_out.get("S3OutputPath") or out_base, "OutputDataConfig.S3OutputPath")
 
     debug_rules = _rules(req, "DebugRuleConfigurations", job_output, "debugger", base_dir, ignored, warnings)
     prof_req = as_mapping(req.get("ProfilerConfig"), "ProfilerConfig")
@@ -242,23 +274,10 @@ def _parse(
         hook=hook, debug_rules=debug_rules, profiler_rules=profiler_rules, profiler=profiler, tensorboard=tb,
         training_image=algo.get("TrainingImage"), job_output=job_output,
         ignored_fields=tuple(dict.fromkeys(ignored)), warnings=tuple(warnings),
+        request_hyperparameters=raw_hp, channels=channels, environment=parse_environment(req.get("Environment")),
+        instance_type=instance_type, source_s3_uri=source_uri,
+        model_output=f"{model_base}/{job}/output",
     )
-
-
-def _source_dir(req: Mapping[str, Any], base_dir: Path, sdk_dir: str | None, warnings: list[str]) -> Path:
-    raw = req.get("SourceDir")
-    if not raw and sdk_dir:
-        decoded = decode_sdk_hyperparameter(sdk_dir)
-        if decoded.startswith("file://"):
-            raw = decoded[len("file://"):]
-        elif "://" not in decoded:
-            raw = decoded
-        else:
-            warnings.append(f"sagemaker_submit_directory {decoded} is not fetched; using {base_dir} (set SourceDir)")
-    path = (base_dir / str(raw)).resolve() if raw else base_dir.resolve()
-    if not path.is_dir():
-        raise SpecError("SourceDir", f"{path} is not a directory")
-    return path
 
 
 def _rules(

@@ -13,7 +13,19 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
+from launcher.training_env import TrainingEnvironment
+
 REPO_ROOT = Path(__file__).resolve().parent.parent.parent
+
+
+@dataclass(frozen=True)
+class DataInput:
+    """A channel's data as the training sees it: `rel` is its path under /opt/ml
+    (`input/data/<channel>`, or `input/data/<channel>/<file>` for a one-file local channel),
+    `host` the folder or file on this host (the docker runtime mounts it read-only there)."""
+
+    rel: str
+    host: Path
 
 
 @dataclass(frozen=True)
@@ -21,27 +33,35 @@ class TrainingLaunch:
     job_name: str
     entry_point: str  # relative to source_dir
     source_dir: Path
-    hyperparameters: tuple[tuple[str, str], ...]
-    config_dir: Path  # input/config with debughookconfig.json etc.
+    hyperparameters: tuple[tuple[str, str], ...]  # used when no training_env is given
+    config_dir: Path  # input/config with debughookconfig.json etc.; the job root (/opt/ml) is two levels up
     model_dir: Path
     log_path: Path
     image: str | None = None  # AlgorithmSpecification.TrainingImage (docker runtime)
     env: tuple[tuple[str, str], ...] = ()  # extra environment (S3 endpoint, credentials)
+    training_env: TrainingEnvironment | None = None  # what the SageMaker training toolkit tells the script
+    environment: tuple[tuple[str, str], ...] = ()  # the request's Environment
+    data_inputs: tuple[DataInput, ...] = ()
+
+    @property
+    def job_root(self) -> Path:
+        """The process runtime's /opt/ml."""
+        return self.config_dir.parent.parent
+
+    def toolkit_env(self) -> TrainingEnvironment:
+        return self.training_env or TrainingEnvironment(self.job_name, self.entry_point, self.hyperparameters)
 
     def argv(self, python: str = sys.executable) -> list[str]:
-        """SageMaker's training toolkit passes hyperparameters as `--key value`."""
-        args = [python, "-m", "hook.run", self.entry_point]
-        for key, value in self.hyperparameters:
-            args += [f"--{key}", value]
-        return args
+        """The hyperparameters as the SageMaker training toolkit passes them: `--key value`, sorted."""
+        return [python, "-m", "hook.run", self.entry_point, *self.toolkit_env().user_args()]
 
-    def container_env(self) -> dict[str, str]:
-        env = {
-            "TRAINING_JOB_NAME": self.job_name,
-            "SM_MODEL_DIR": str(self.model_dir),
-            "SM_HPS": json.dumps(dict(self.hyperparameters)),
-            "PYTHONUNBUFFERED": "1",
-        }
+    def container_env(self, opt_ml: str | None = None, code_dir: str | None = None, num_gpus: int = 0) -> dict[str, str]:
+        """The training's environment. `opt_ml`/`code_dir`: the paths the script sees (default: this
+        host's job folder and source folder, as the process runtime runs it)."""
+        env = dict(self.environment)  # the request's Environment; SageMaker's own variables win over it
+        env.update(self.toolkit_env().to_env(opt_ml or str(self.job_root), code_dir=code_dir or str(self.source_dir),
+                                             num_gpus=num_gpus))
+        env.update({"TRAINING_JOB_NAME": self.job_name, "PYTHONUNBUFFERED": "1"})
         for name, var in (("debughookconfig", "SMDEBUG_CONFIG_FILE_PATH"),
                           ("profilerconfig", "SMPROFILER_CONFIG_PATH"),
                           ("tensorboardoutputconfig", "TENSORBOARD_CONFIG_FILE_PATH")):
@@ -51,8 +71,8 @@ class TrainingLaunch:
         env.update(dict(self.env))
         return env
 
-    def to_process_kwargs(self, python: str = sys.executable) -> dict[str, Any]:
-        return {"args": self.argv(python), "cwd": str(self.source_dir), "env": self.container_env()}
+    def to_process_kwargs(self, python: str = sys.executable, num_gpus: int = 0) -> dict[str, Any]:
+        return {"args": self.argv(python), "cwd": str(self.source_dir), "env": self.container_env(num_gpus=num_gpus)}
 
 
 @dataclass(frozen=True)

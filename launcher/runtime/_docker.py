@@ -24,7 +24,9 @@ from launcher.errors import RuntimeLaunchError
 from launcher.runtime import _relay
 from launcher.runtime._base import Handle, RuleLaunch, Runtime, TrainingLaunch
 from launcher.runtime._docker_config import (
+    CODE_DIR,
     GATEWAY_PORT,
+    OPT_ML,
     Endpoint,
     RuleLimits,
     container_name,
@@ -246,12 +248,14 @@ class DockerRuntime(Runtime):
         return handle
 
     def start_training(self, launch: TrainingLaunch) -> DockerHandle:
-        env = self._ensure_network(launch.job_name, launch.container_env())
+        # the SM_* variables name the container's /opt/ml; no GPU is passed to the container
+        env = self._ensure_network(launch.job_name, launch.container_env(OPT_ML, CODE_DIR, num_gpus=0))
         image, note = training_image(launch.image, self.training_image, self.image_exists)
         if note:
             self.echo(note)
         container_config = launch.config_dir.with_name("config.container")
-        mounts = training_mounts(launch.source_dir, launch.config_dir, launch.model_dir, container_config)
+        mounts = training_mounts(launch.source_dir, launch.config_dir, launch.model_dir, container_config,
+                                 launch.data_inputs)
         write_container_config(launch.config_dir, container_config, mounts)
         env = {**map_env(env, mounts), "HOME": "/tmp"}
         argv = launch.argv("python")

@@ -160,15 +160,19 @@ def map_env(env: Mapping[str, str], mounts: Iterable[Mount]) -> dict[str, str]:
     return {k: map_path(v, mounts) for k, v in env.items()}
 
 
-def training_mounts(source_dir: Path, config_dir: Path, model_dir: Path, container_config: Path) -> list[Mount]:
+def training_mounts(source_dir: Path, config_dir: Path, model_dir: Path, container_config: Path,
+                    data_inputs: Iterable[Any] = ()) -> list[Mount]:
     """The training container's /opt/ml. `config_dir` is the job's `input/config` (JobDir layout:
-    the job root is two levels up, its `output/` is the hook's output that the launcher uploads)."""
+    the job root is two levels up, its `output/` is the hook's output that the launcher uploads).
+    `data_inputs` (runtime `DataInput`s: `rel` under /opt/ml, `host` path) are the channels,
+    mounted read-only at /opt/ml/input/data/<channel>."""
     job_root = config_dir.parent.parent
     return [
         Mount(source_dir, CODE_DIR, read_only=True),
         Mount(config_dir, CONFIG_DIR, read_only=True, source=container_config),
         Mount(job_root / "output", OUTPUT_DIR),
         Mount(model_dir, MODEL_DIR),
+        *(Mount(job_root / d.rel, f"{OPT_ML}/{d.rel}", read_only=True, source=d.host.resolve()) for d in data_inputs),
     ]
 
 

@@ -14,6 +14,7 @@ from typing import Any
 
 from launcher.errors import RuntimeLaunchError
 from launcher.runtime._base import REPO_ROOT, Handle, RuleLaunch, Runtime, TrainingLaunch
+from launcher.training_env import count_gpus
 from trial.smdebug_shim import compat_dir
 
 
@@ -52,12 +53,19 @@ class ProcessHandle(Handle):
 
 
 class ProcessRuntime(Runtime):
-    def __init__(self, python: str = sys.executable, base_env: Mapping[str, str] | None = None) -> None:
+    """`num_gpus`: SM_NUM_GPUS; None counts this host's GPUs (nvidia-smi) when training starts."""
+
+    def __init__(self, python: str = sys.executable, base_env: Mapping[str, str] | None = None,
+                 num_gpus: int | None = None) -> None:
         self.python = python
         self.base_env = dict(os.environ if base_env is None else base_env)
+        self.num_gpus = num_gpus
 
     def start_training(self, launch: TrainingLaunch) -> ProcessHandle:
-        return self._start(f"training {launch.job_name}", launch.log_path, launch.to_process_kwargs(self.python),
+        if self.num_gpus is None:
+            self.num_gpus = count_gpus()
+        return self._start(f"training {launch.job_name}", launch.log_path,
+                           launch.to_process_kwargs(self.python, num_gpus=self.num_gpus),
                            {"sdlocal.job": launch.job_name, "sdlocal.role": "training"})
 
     def start_rule(self, launch: RuleLaunch) -> ProcessHandle:
@@ -69,7 +77,7 @@ class ProcessRuntime(Runtime):
         # The child imports hook/evaluator from this checkout even from another working directory,
         # and user code's `import smdebug` gets sdlocal's (trial/smdebug_shim.py).
         env["PYTHONPATH"] = os.pathsep.join(
-            filter(None, [str(compat_dir()), str(REPO_ROOT), self.base_env.get("PYTHONPATH")]))
+            filter(None, [str(compat_dir()), str(REPO_ROOT), env.get("PYTHONPATH")]))
         log_path.parent.mkdir(parents=True, exist_ok=True)
         try:
             with open(log_path, "ab") as log:

@@ -2,8 +2,10 @@
 small stand-ins (the interpreter is replaced), so these tests need neither torch nor the hook."""
 from __future__ import annotations
 
+import io
 import json
 import sys
+import tarfile
 import threading
 import time
 from pathlib import Path
@@ -164,3 +166,29 @@ def test_job_record_for_summary(tmp_path: Path, runtime: str, moto_server: str,
     record = json.loads((tmp_path / "jobs" / "job-1" / "job.json").read_text())
     assert record["DebugRules"] == [{"RuleConfigurationName": "R1", "RuleOutput": f"s3://{bucket}/out/job-1/rule-output/R1"}]
     assert record["S3EndpointUrl"] == moto_server
+
+
+def test_sdk_uploads_are_no_earlier_job_and_overwrite_keeps_them(tmp_path: Path, runtime: str, moto_server: str,
+                                                                 s3_client: Any, bucket: str) -> None:
+    buf = io.BytesIO()
+    with tarfile.open(fileobj=buf, mode="w:gz") as tar:
+        info = tarfile.TarInfo("train.py")
+        tar.addfile(info, io.BytesIO(b""))
+    uploads = ["out/job-1/source/sourcedir.tar.gz", "out/job-1/data/train.csv"]  # the SDK's code; a channel
+    s3_client.put_object(Bucket=bucket, Key=uploads[0], Body=buf.getvalue())
+    s3_client.put_object(Bucket=bucket, Key=uploads[1], Body=b"1,2\n")
+    req = {"TrainingJobName": "job-1", "EntryPoint": "train.py", "SourceDir": f"s3://{bucket}/{uploads[0]}",
+           "DebugHookConfig": {"S3OutputPath": f"s3://{bucket}/out"},
+           "InputDataConfig": [{"ChannelName": "train", "DataSource": {"S3DataSource": {
+               "S3DataType": "S3Prefix", "S3Uri": f"s3://{bucket}/out/job-1/data/"}}}]}
+    spec = JobSpec.from_request(req, base_dir=tmp_path, check_rule_names=False)
+    result, lines = run(spec, tmp_path, runtime, moto_server, s3_client)
+    assert result.training_exit_code == 0 and result.model_artifacts == f"s3://{bucket}/out/job-1/output/model.tar.gz"
+    assert (tmp_path / "jobs" / "job-1" / "input" / "data" / "train" / "train.csv").read_bytes() == b"1,2\n"
+    s3_client.put_object(Bucket=bucket, Key="out/job-1/debug-output/stale", Body=b"")
+    with pytest.raises(JobError, match="already exists"):
+        run(spec, tmp_path, runtime, moto_server, s3_client)
+    run(spec, tmp_path, runtime, moto_server, s3_client, overwrite=True)
+    stored = keys(s3_client, bucket)
+    assert set(uploads) <= set(stored) and "out/job-1/debug-output/stale" not in stored
+    assert "out/job-1/output/model.tar.gz" in stored

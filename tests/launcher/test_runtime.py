@@ -45,8 +45,8 @@ def wait_for(path: Path, timeout: float = 20.0) -> dict:  # type: ignore[type-ar
 
 
 def training_launch(tmp_path: Path) -> TrainingLaunch:
-    cfg = tmp_path / "config"
-    cfg.mkdir(exist_ok=True)
+    cfg = tmp_path / "input" / "config"  # the job folder's layout: tmp_path is the process runtime's /opt/ml
+    cfg.mkdir(parents=True, exist_ok=True)
     (cfg / "debughookconfig.json").write_text("{}")
     return TrainingLaunch(
         job_name="j", entry_point="train.py", source_dir=tmp_path, hyperparameters=(("lr", "0.1"), ("steps", "3")),
@@ -62,7 +62,7 @@ def test_training_stop_leaves_nothing_behind(tmp_path: Path, fake_python: str, i
     info = wait_for(tmp_path / "pids.json")
     assert info["argv"] == ["-m", "hook.run", "train.py", "--lr", "0.1", "--steps", "3"]
     assert info["cwd"] == str(tmp_path)
-    assert info["env"]["SMDEBUG_CONFIG_FILE_PATH"] == str(tmp_path / "config" / "debughookconfig.json")
+    assert info["env"]["SMDEBUG_CONFIG_FILE_PATH"] == str(tmp_path / "input" / "config" / "debughookconfig.json")
     assert "SMPROFILER_CONFIG_PATH" not in info["env"]  # no profilerconfig.json written
     assert info["env"]["TRAINING_JOB_NAME"] == "j" and info["env"]["SM_MODEL_DIR"] == str(tmp_path / "model")
     assert handle.poll() is None and handle.wait(0.1) is None

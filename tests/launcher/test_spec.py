@@ -34,14 +34,23 @@ def test_sdk_v2_request_body(src: Path) -> None:
     job = "pytorch-training-2026-11-22-10-00-00-123"
     assert spec.job_name == job
     assert spec.entry_point == "train.py"  # from the json-encoded sagemaker_program
-    assert spec.source_dir == src.resolve()  # s3 sourcedir.tar.gz is not fetched
-    assert any("sagemaker_submit_directory" in w for w in spec.warnings)
+    # the SDK's sourcedir.tar.gz is fetched by the job (launcher/_staging.py), not at parse time
+    assert spec.source_s3_uri == f"s3://sagemaker-us-east-1-123456789012/{job}/source/sourcedir.tar.gz"
+    assert not spec.warnings
     assert dict(spec.hyperparameters) == {"lr": "0.01", "steps": "200", "optimizer": "sgd"}
+    assert spec.request_hyperparameters["sagemaker_program"] == '"train.py"'  # as sent: hyperparameters.json
     assert spec.training_image and spec.training_image.endswith("pytorch-training:2.1.0-cpu-py310")
-    for name in ("RoleArn", "ResourceConfig", "StoppingCondition", "OutputDataConfig", "VpcConfig",
-                 "Environment", "InputDataConfig", "AlgorithmSpecification.TrainingInputMode",
-                 "DebugRuleConfigurations[].VolumeSizeInGB"):
+    for name in ("RoleArn", "ResourceConfig.VolumeSizeInGB", "StoppingCondition", "VpcConfig",
+                 "DebugRuleConfigurations[].VolumeSizeInGB", "EnableNetworkIsolation",
+                 "AlgorithmSpecification.EnableSageMakerMetricsTimeSeries"):
         assert name in spec.ignored_fields
+    for used in ("Environment", "InputDataConfig", "AlgorithmSpecification.TrainingInputMode", "OutputDataConfig",
+                 "ResourceConfig"):
+        assert used not in spec.ignored_fields
+    assert [(c.name, c.source, c.input_mode) for c in spec.channels] == [
+        ("training", "s3://sagemaker-us-east-1-123456789012/data", "File")]
+    assert spec.instance_type == "ml.m5.xlarge" and dict(spec.environment) == {}
+    assert spec.model_artifacts == f"s3://sagemaker-us-east-1-123456789012/{job}/output/model.tar.gz"
     assert spec.ignored_fields.count("DebugRuleConfigurations[].VolumeSizeInGB") == 1
     assert "ml.t3.medium" in {r.instance_type for r in spec.debug_rules}  # kept: the docker runtime's limits
     # paths derived as the service does: never the S3OutputPath verbatim

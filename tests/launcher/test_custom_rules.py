@@ -1,4 +1,4 @@
-"""Custom rules written for smdebug run unmodified (no smdebug installed here) under `sdlocal evaluate`
+"""Custom rules written for smdebug run unmodified (sdlocal's smdebug, no real one installed here) under `sdlocal evaluate`
 and `sdlocal run`; a two-trial rule over two real trials in moto; a custom rule that raises or
 fails to import ends `Error` with its traceback's last line in StatusDetails."""
 from __future__ import annotations
@@ -13,6 +13,7 @@ from click.testing import CliRunner
 
 from launcher.cli import cli
 from tests.evaluator.test_main import upload_dir
+from trial.smdebug_shim import compat_dir
 
 CUSTOM_RULES = Path(__file__).resolve().parents[2] / "custom_rules"
 EXAMPLES = Path(__file__).resolve().parents[2] / "examples"
@@ -43,8 +44,11 @@ def evaluate(*args: str) -> tuple[int, dict[str, Any]]:
     return result.exit_code, json.loads(result.stdout)[0]
 
 
-def test_smdebug_is_not_installed_here() -> None:
-    assert importlib.util.find_spec("smdebug") is None  # the rules below import our stand-in
+def test_the_real_smdebug_is_not_installed_here() -> None:
+    # the rules below import sdlocal's smdebug (compat/), never the real one
+    spec = importlib.util.find_spec("smdebug")
+    assert spec is not None and spec.origin is not None
+    assert Path(spec.origin).parent.parent == compat_dir()
 
 
 @pytest.mark.parametrize(("trial", "expected"), [("vanishing", "IssuesFound"), ("healthy", "NoIssuesFound")])

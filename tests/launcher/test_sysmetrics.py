@@ -250,3 +250,35 @@ def test_make_sampler_on_this_machine(tmp_path: Path, caplog: pytest.LogCaptureF
     assert len(cores) == os.cpu_count()
     assert len(reader.system.keys(type="memory")) == 1 and len(reader.system.keys(type="network")) == 2
     assert len(reader.system.series(cores[0])) == sampler.samples - 1  # rates need a previous sample
+
+
+def test_the_uploader_only_sees_closed_files(tmp_path: Path, s3_client: Any, bucket: str) -> None:
+    """Sampler and trace writer write while the platform's uploader syncs: no .tmp and no partial
+    file reaches S3, and the S3 reader finds every line and event once everything is closed."""
+    from launcher.platform import Uploader, UploadTarget
+    from trial.profiler import TraceWriter, now_us
+
+    local = tmp_path / "profiler"
+    prefix = f"s3://{bucket}/out/job/profiler-output"
+    sampler = SystemSampler(ListCollector(), SystemMetricsWriter(local, close_interval_s=1), 0.01)
+    trace = TraceWriter(local, "0-algo-1", close_interval_s=0.3)
+    uploader = Uploader(s3_client, [UploadTarget(local, prefix)], interval=0.05)
+    uploader.start()
+    sampler.start()
+    deadline = time.monotonic() + 2.5
+    step = 0
+    while time.monotonic() < deadline:
+        start = now_us()
+        time.sleep(0.01)
+        trace.record_step("TRAIN", step, start, now_us())
+        trace.close_if_due()
+        step += 1
+    sampler.stop()
+    trace.close()
+    uploader.finish()
+    assert uploader.uploaded and not [u for u in uploader.uploaded if u.endswith(".tmp")]
+    assert len(uploader.uploaded) == len(set(uploader.uploaded))  # each closed file once: never rewritten
+    reader = ProfilerReader(prefix, s3_client=s3_client)
+    result = reader.refresh()
+    assert (result.samples, result.events, result.damage, result.partial_lines) == (sampler.lines, step, 0, 0)
+    assert reader.framework.steps().step.tolist() == list(range(step))

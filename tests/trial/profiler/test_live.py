@@ -134,37 +134,39 @@ def test_open_uri_forms(tmp_path: Path, s3_client: Any, bucket: str, moto_server
         assert len(reader.system) == 4 and len(reader.framework) == 1 and reader.loaded_all
 
 
-def test_late_files_within_the_trailing_window_are_read(tmp_path: Path) -> None:
-    """A file that arrives after newer ones (another writer, a slow upload) is still read; older keys
-    drop out of the listing once they trail the newest by more than `trailing_s`."""
-    storage = LocalStorage(tmp_path)
-    spy = SpyStorage(storage)
-    reader = ProfilerReader(spy, trailing_s=60)
-    other = tmp_path / "other"
-    late = SystemMetricsWriter(other, node_id="algo-2", close_interval_s=1)
-    late.write([Sample("cpu", "cpu0", "CPUUtilization", 7.0)], T0 + 5.2)
-    late.close()
+def test_late_files_are_read_by_the_next_deep_listing(tmp_path: Path) -> None:
+    """Polls list after the newest key; every `deep_every`-th poll lists from `trailing_s` behind
+    it, which finds a file that arrived after newer ones (another writer, a slow upload)."""
+    spy = SpyStorage(LocalStorage(tmp_path))
+    reader = ProfilerReader(spy, trailing_s=60, deep_every=3)
     w = SystemMetricsWriter(tmp_path, close_interval_s=1)
     for s in (0, 10, 100, 200):
         w.write([Sample("cpu", "cpu0", "CPUUtilization", 1.0)], T0 + s)
     w.close()
-    reader.refresh()
+    reader.refresh()  # poll 1
     assert reader.system.nodes() == ["algo-1"]
-    (late_file,) = late.closed_files
-    target = tmp_path / late_file.relative_to(other)
-    target.parent.mkdir(parents=True, exist_ok=True)
-    late_file.rename(target)  # T0+5 arrives after T0+200: 195 s late, beyond 60 s of trailing
+
+    def arrive(node: str, second: int) -> None:
+        late = SystemMetricsWriter(tmp_path / "staging", node_id=node, close_interval_s=1)
+        late.write([Sample("cpu", "cpu0", "CPUUtilization", 7.0)], T0 + second)
+        (path,) = [late.close()]
+        assert path is not None
+        path.rename(tmp_path / path.relative_to(tmp_path / "staging"))
+
+    arrive("algo-2", 190)  # 10 s behind the newest file: within the trailing window
+    arrive("algo-3", 5)  # 195 s behind: beyond it
     spy.calls.clear()
-    reader.refresh()
-    # Listing starts after T0+100 (the newest key older than newest - 60 s).
+    reader.refresh()  # poll 2: after the newest key only, the late files are not listed
+    newest = "system/incremental/2023111422/1700000200.algo-1.json"
+    assert spy.calls[0] == ("list", "system/", newest) and reader.system.nodes() == ["algo-1"]
+    spy.calls.clear()
+    reader.refresh()  # poll 3: deep, from the newest key at least 60 s older than the newest
     assert spy.calls[0] == ("list", "system/", "system/incremental/2023111422/1700000100.algo-1.json")
-    assert reader.system.nodes() == ["algo-1"]
-    w.write([Sample("cpu", "cpu0", "CPUUtilization", 1.0)], T0 + 230)
-    w.close()
-    target2 = target.with_name(f"{T0 + 201}.algo-2.json")
-    target.rename(target2)  # 29 s late: within the trailing window
-    reader.refresh()
     assert reader.system.nodes() == ["algo-1", "algo-2"]
+    spy.calls.clear()
+    reader.refresh()  # poll 4: back to after the newest key, nothing read twice
+    assert spy.calls[0] == ("list", "system/", newest) and spy.reads() == []
+    assert len(reader.system) == 5
 
 
 @pytest.mark.parametrize("name", ["system/training_job_end.ts", "framework/training_job_end.ts"])

@@ -249,7 +249,12 @@ def _prepare(spec: JobSpec, job_dir: JobDir, endpoint: S3Endpoint, client: Any, 
             "choose another --job-name or pass --overwrite"
         )
     if overwrite:
-        shutil.rmtree(job_dir.root, ignore_errors=True)
+        if job_dir.root.exists():
+            if not job_dir.root.is_dir() or (not job_dir.made_by_sdlocal() and any(job_dir.root.iterdir())):
+                # --work-dir may point anywhere: never delete what sdlocal did not make
+                raise JobError(f"--overwrite: {job_dir.root} is not a job folder made by sdlocal "
+                               f"(no {job_dir.marker.name}); refusing to delete it")
+            shutil.rmtree(job_dir.root)
         for bucket, prefix in prefixes:
             keys = list(outputs_of(bucket, prefix))
             for i in range(0, len(keys), 1000):  # DeleteObjects takes 1000 keys at most

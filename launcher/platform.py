@@ -18,6 +18,7 @@ from launcher._values import split_s3_uri
 from launcher.spec import JobSpec
 
 END_MARKER = "training_job_end.ts"
+MARKER = ".sdlocal-job"
 
 
 @dataclass(frozen=True)
@@ -73,7 +74,17 @@ class JobDir:
     def rule_log(self, rule_name: str) -> Path:
         return self.logs / f"rule-{rule_name}.log"
 
+    @property
+    def marker(self) -> Path:
+        """Written first into every job folder sdlocal makes: `--overwrite` removes only such folders."""
+        return self.root / MARKER
+
+    def made_by_sdlocal(self) -> bool:
+        return self.marker.is_file() or self.record.is_file()  # job.json: folders made before the marker
+
     def create(self) -> None:
+        self.root.mkdir(parents=True, exist_ok=True)
+        self.marker.touch()
         for path in (self.config_dir, self.tensors, self.tensorboard, self.model, self.output_data, self.logs):
             path.mkdir(parents=True, exist_ok=True)
 

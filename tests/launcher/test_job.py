@@ -192,3 +192,19 @@ def test_sdk_uploads_are_no_earlier_job_and_overwrite_keeps_them(tmp_path: Path,
     stored = keys(s3_client, bucket)
     assert set(uploads) <= set(stored) and "out/job-1/debug-output/stale" not in stored
     assert "out/job-1/output/model.tar.gz" in stored
+
+
+def test_overwrite_never_deletes_a_folder_sdlocal_did_not_make(tmp_path: Path, runtime: str, moto_server: str,
+                                                               s3_client: Any, bucket: str) -> None:
+    spec = make_spec(tmp_path, bucket, ("R1",))
+    precious = tmp_path / "jobs" / spec.job_name / "thesis.tex"  # --work-dir pointed at a user's folder
+    precious.parent.mkdir(parents=True)
+    precious.write_text("years of work")
+    with pytest.raises(JobError, match="not a job folder made by sdlocal"):
+        run(spec, tmp_path, runtime, moto_server, s3_client, overwrite=True)
+    assert precious.read_text() == "years of work"
+    assert keys(s3_client, bucket) == []  # nothing started, nothing deleted
+    precious.unlink()  # an empty folder may be used; a job folder sdlocal made may be replaced
+    run(spec, tmp_path, runtime, moto_server, s3_client, overwrite=True)
+    result, _ = run(spec, tmp_path, runtime, moto_server, s3_client, overwrite=True)
+    assert result.training_exit_code == 0 and (tmp_path / "jobs" / spec.job_name / ".sdlocal-job").is_file()

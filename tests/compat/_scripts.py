@@ -8,6 +8,7 @@ import os
 import subprocess
 import sys
 from collections.abc import Mapping
+from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
@@ -45,8 +46,45 @@ SMDEBUG_DUMP = DUMP + r'''
 import json, sys
 from smdebug.trials import create_trial
 from smdebug.core.modes import ModeKeys
-print(json.dumps(dump(create_trial(sys.argv[1]), list(ModeKeys))))
+print(json.dumps([dump(create_trial(path), list(ModeKeys)) for path in sys.argv[1:]]))
 '''
+
+
+@dataclass(frozen=True)
+class Case:
+    """A script of scripts/ and the DebugHookConfig of its job."""
+
+    script: str
+    hook_params: Mapping[str, str] = field(default_factory=dict)
+    collections: Mapping[str, Mapping[str, str]] = field(default_factory=dict)
+    out_arg: str | None = None  # the script's own out_dir argument, if it takes one
+    args: tuple[str, ...] = ()
+
+    def config(self, local_path: Path) -> dict[str, Any]:
+        return hook_config(local_path, self.hook_params, self.collections)
+
+
+GRADCAM_COLLECTION = ".*bn|.*bias|.*downsample|.*ResNet_input|.*image|.*fc_output|.*CrossEntropyLoss"
+PRUNING_COLLECTION = ".*relu|.*weight|.*bias|.*running_mean|.*running_var|.*CrossEntropyLoss"
+
+# Scripts whose hook saves exactly what smdebug 1.0.34's hook saves for them.
+COMPARED = {
+    "explicit": Case("explicit_hook.py", {"save_interval": "1"}, {"weights": {}}, out_arg="--smdebug_path"),
+    "json": Case("json_hook.py", {"save_interval": "2"}, {"weights": {}, "biases": {}, "gradients": {}}),
+    "get_hook": Case("get_hook_script.py", {"save_interval": "2", "eval.save_interval": "1"},
+                     {"weights": {}, "gradients": {}}),
+    "gradcam": Case("gradcam_train.py", {}, {"custom_collection": {
+        "include_regex": GRADCAM_COLLECTION, "train.save_interval": "2", "eval.save_interval": "1"}}),
+    "scalars": Case("scalars_tensors.py", {"save_interval": "1"}, {"weights": {}}),
+    "modes": Case("modes_hook.py", {}, {}, out_arg="--out-dir"),
+}
+# Scripts smdebug 1.0.34 cannot run as they are (pruning: smdebug < 0.7's module_maps) or that
+# need sdlocal (no hook, a hook created late, sdlocal's own hook).
+PRUNING = Case("pruning_train.py", {}, {"custom_collection": {"include_regex": PRUNING_COLLECTION,
+                                                                "save_interval": "2"}})
+NO_HOOK = Case("no_hook.py", {"save_interval": "2"}, {"weights": {}, "gradients": {}, "relu_output": {}})
+LATE = Case("late_hook.py", {"save_interval": "1"}, {"weights": {}, "relu_output": {}}, args=("--warmup", "3"))
+README = Case("readme_explicit.py", {"save_interval": "1"}, {"weights": {}})
 
 
 def hook_config(local_path: Path, hook_params: Mapping[str, str] | None = None,
@@ -97,8 +135,9 @@ def dump_ours(path: Path) -> dict[str, Any]:
     return scope["dump"](create_trial(path), list(ModeKeys))  # type: ignore[no-any-return]
 
 
-def dump_smdebug(python: Path, path: Path) -> dict[str, Any]:
-    proc = subprocess.run([str(python), "-c", SMDEBUG_DUMP, str(path)], capture_output=True, text=True,
+def dump_smdebug(python: Path, *paths: Path) -> list[dict[str, Any]]:
+    """The trials read by the real smdebug's reader (one process for all: its import is slow)."""
+    proc = subprocess.run([str(python), "-c", SMDEBUG_DUMP, *map(str, paths)], capture_output=True, text=True,
                           timeout=300, env={k: v for k, v in os.environ.items() if k != "PYTHONPATH"})
     assert proc.returncode == 0, proc.stderr[-3000:]
     return json.loads(proc.stdout.strip().splitlines()[-1])  # type: ignore[no-any-return]

@@ -11,9 +11,38 @@ import torch.nn as nn
 import torch.optim as optim
 
 
+class BasicBlock(nn.Module):
+    def __init__(self, channels):
+        super().__init__()
+        self.conv1 = nn.Conv2d(channels, channels, 3, padding=1, bias=False)
+        self.bn1 = nn.BatchNorm2d(channels)
+        self.relu = nn.ReLU()
+        self.conv2 = nn.Conv2d(channels, channels, 3, padding=1, bias=False)
+        self.bn2 = nn.BatchNorm2d(channels)
+
+    def forward(self, x):
+        out = self.relu(self.bn1(self.conv1(x)))
+        return self.relu(self.bn2(self.conv2(out)) + x)  # the block's relu runs twice per step
+
+
+class ResNet(nn.Module):
+    def __init__(self, classes=5):
+        super().__init__()
+        self.conv1 = nn.Conv2d(3, 4, 3, padding=1, bias=False)
+        self.bn1 = nn.BatchNorm2d(4)
+        self.relu = nn.ReLU()
+        self.layer1 = nn.Sequential(BasicBlock(4))
+        self.avgpool = nn.AdaptiveAvgPool2d((1, 1))
+        self.fc = nn.Linear(4, classes)
+
+    def forward(self, x):
+        x = self.layer1(self.relu(self.bn1(self.conv1(x))))
+        return self.fc(torch.flatten(self.avgpool(x), 1))
+
+
 def train(epochs, steps, eval_steps):
     torch.manual_seed(0)
-    model = nn.Sequential(nn.Conv2d(3, 4, 3), nn.BatchNorm2d(4), nn.ReLU(), nn.Flatten(), nn.Linear(4 * 6 * 6, 5))
+    model = ResNet()
     optimizer = optim.SGD(model.parameters(), lr=0.01, momentum=0.9)
     params = 0
     for parameter in model.parameters():

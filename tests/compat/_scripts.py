@@ -85,6 +85,7 @@ PRUNING = Case("pruning_train.py", {}, {"custom_collection": {"include_regex": P
 NO_HOOK = Case("no_hook.py", {"save_interval": "2"}, {"weights": {}, "gradients": {}, "relu_output": {}})
 LATE = Case("late_hook.py", {"save_interval": "1"}, {"weights": {}, "relu_output": {}}, args=("--warmup", "3"))
 README = Case("readme_explicit.py", {"save_interval": "1"}, {"weights": {}})
+ALL_CASES = {**COMPARED, "pruning": PRUNING, "no_hook": NO_HOOK, "late": LATE, "readme": README}
 
 
 def hook_config(local_path: Path, hook_params: Mapping[str, str] | None = None,
@@ -165,3 +166,111 @@ def assert_same_trial(ours: Mapping[str, Any], theirs: Mapping[str, Any], *, rel
             assert sorted(o_reds) == sorted(reds), (name, key)
             for r, x in reds.items():
                 assert abs(o_reds[r] - x) <= rel * max(1.0, abs(x)), (name, key, r)
+
+
+# ---------------------------------------------------------------------------- `sdlocal run` jobs
+
+def job_spec(case: Case, s3_output_path: str, rules: tuple[Mapping[str, Any], ...] = ()) -> dict[str, Any]:
+    """The CreateTrainingJob request (plus EntryPoint/SourceDir) of a case; its own out_dir argument
+    is left out: the script's default (SageMaker's tensors folder) or the job's config then applies."""
+    args = dict(zip(case.args[::2], case.args[1::2], strict=True))
+    return {
+        "EntryPoint": case.script,
+        "SourceDir": str(SCRIPTS),
+        "HyperParameters": {k.lstrip("-"): v for k, v in args.items()},
+        "DebugHookConfig": {
+            "S3OutputPath": s3_output_path,
+            "HookParameters": dict(case.hook_params),
+            "CollectionConfigurations": [{"CollectionName": n, "CollectionParameters": dict(p)}
+                                         for n, p in case.collections.items()],
+        },
+        "DebugRuleConfigurations": list(rules),
+    }
+
+
+def sdlocal_run(spec: Mapping[str, Any], job: str, home: Path, moto_server: str, runtime: str,
+                timeout: float = 600) -> tuple[int, list[dict[str, Any]], str]:
+    """`sdlocal run` as a subprocess; (exit code, rule statuses, stderr)."""
+    spec_file = home / f"{job}.json"
+    spec_file.parent.mkdir(parents=True, exist_ok=True)
+    spec_file.write_text(json.dumps(spec))
+    env = {**os.environ, "SDLOCAL_HOME": str(home), "PYTHONPATH": str(REPO)}
+    env.pop("AWS_ENDPOINT_URL_S3", None)
+    proc = subprocess.run([sys.executable, "-m", "launcher", "run", str(spec_file), "--job-name", job,
+                           "--runtime", runtime, "--s3-endpoint-url", moto_server, "--json",
+                           "--work-dir", str(home / "jobs" / job)],
+                          cwd=REPO, env=env, capture_output=True, text=True, timeout=timeout)
+    rows = json.loads(proc.stdout) if proc.stdout.strip() else []
+    return proc.returncode, rows, proc.stderr
+
+
+def download(s3_client: Any, bucket: str, prefix: str, dest: Path) -> list[str]:
+    """Every object under s3://bucket/prefix/ into dest (same relative paths); their keys."""
+    keys = []
+    for page in s3_client.get_paginator("list_objects_v2").paginate(Bucket=bucket, Prefix=prefix + "/"):
+        for obj in page.get("Contents", []):
+            rel = obj["Key"][len(prefix) + 1:]
+            (dest / rel).parent.mkdir(parents=True, exist_ok=True)
+            s3_client.download_file(bucket, obj["Key"], str(dest / rel))
+            keys.append(rel)
+    return sorted(keys)
+
+
+def reference(case: Case, workdir: Path) -> subprocess.Popen[str]:
+    """The same script under hook.run, in the background (a job runs meanwhile)."""
+    job = workdir / "job"
+    workdir.mkdir(parents=True)
+    (workdir / "debughookconfig.json").write_text(json.dumps(case.config(job)))
+    args = [*case.args, *([case.out_arg, str(job)] if case.out_arg else [])]
+    env = {**os.environ, "SMDEBUG_CONFIG_FILE_PATH": str(workdir / "debughookconfig.json"), "PYTHONPATH": str(REPO)}
+    return subprocess.Popen([sys.executable, "-m", "hook.run", str(SCRIPTS / case.script), *args], cwd=workdir,
+                            env=env, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
+
+
+def assert_job_lands_in_s3(case: Case, job: str, tmp_path: Path, moto_server: str, s3_client: Any, bucket: str,
+                           runtime: str) -> None:
+    """`sdlocal run` the case: its S3 debug-output is what the script saves under hook.run, and
+    what the job's tensors folder holds."""
+    ref = reference(case, tmp_path / "ref")
+    code, _rows, err = sdlocal_run(job_spec(case, f"s3://{bucket}/jobs"), job, tmp_path / "home", moto_server,
+                                   runtime)
+    _out, ref_err = ref.communicate(timeout=300)
+    assert ref.returncode == 0, ref_err[-3000:]
+    assert code == 0, err[-3000:]
+    assert "Training completed" in err
+    keys = download(s3_client, bucket, f"jobs/{job}/debug-output", tmp_path / "s3")
+    assert "training_job_end.ts" in keys and not [k for k in keys if k.endswith(".tmp")]
+    local = tmp_path / "home" / "jobs" / job / "output" / "tensors"
+    assert sorted(str(p.relative_to(local)) for p in local.rglob("*") if p.is_file()) == keys
+    landed = dump_ours(tmp_path / "s3")
+    assert_same_trial(landed, dump_ours(tmp_path / "ref" / "job"))
+    assert len(landed["tensors"]) >= 3
+    log = (tmp_path / "home" / "jobs" / job / "logs" / "training.log").read_text()
+    assert "already writes to" not in log  # one hook wrote
+
+
+def assert_own_out_dir_not_uploaded(own: Path, job: str, tmp_path: Path, moto_server: str, s3_client: Any,
+                                    bucket: str, runtime: str) -> None:
+    """explicit_hook.py with --smdebug_path `own` (not the job's folder): nothing of it in S3."""
+    spec = job_spec(COMPARED["explicit"], f"s3://{bucket}/jobs")
+    spec["HyperParameters"]["smdebug_path"] = str(own)
+    code, _rows, err = sdlocal_run(spec, job, tmp_path / "home", moto_server, runtime)
+    assert code == 0, err[-3000:]
+    keys = download(s3_client, bucket, f"jobs/{job}/debug-output", tmp_path / "s3")
+    assert keys == ["training_job_end.ts"]  # the platform's end marker only: nothing of the hook's
+    log = (tmp_path / "home" / "jobs" / job / "logs" / "training.log").read_text()
+    assert f"this hook writes to {own}, not to the job's tensors folder" in log
+
+
+def assert_rules_see_the_scripts_hook(job: str, tmp_path: Path, moto_server: str, bucket: str,
+                                      runtime: str) -> None:
+    rules = ({"RuleConfigurationName": "LossNotDecreasing",
+              "RuleParameters": {"rule_to_invoke": "LossNotDecreasing", "num_steps": "2"}},
+             {"RuleConfigurationName": "VanishingGradient",
+              "RuleParameters": {"rule_to_invoke": "VanishingGradient"}})
+    code, rows, err = sdlocal_run(job_spec(COMPARED["json"], f"s3://{bucket}/jobs", rules), job,
+                                  tmp_path / "home", moto_server, runtime)
+    assert code == 0, err[-3000:]
+    statuses = {r["RuleConfigurationName"]: r["RuleEvaluationStatus"] for r in rows}
+    assert set(statuses) == {"LossNotDecreasing", "VanishingGradient"}
+    assert set(statuses.values()) <= {"NoIssuesFound", "IssuesFound"}, rows

@@ -4,6 +4,11 @@ Global torch module hooks find the model: the first module that runs forward at 
 from inside another module's forward) and has trainable parameters gets a Hook; `_Loss` modules
 called at top level are registered as losses. The global hooks are removed a few steps after the
 model is found, so the rest of training pays only for the per-module hooks.
+
+One hook per job: when the script has made its own hook (`smd.Hook(...)`,
+`Hook.create_from_json_file()`, `get_hook(create_if_not_exists=True)`, a Hook subclass, or
+sdlocal's `hook.pytorch.Hook`) before its first forward, no hook is attached at all; when it makes
+it later, the zero-code hook hands over to it (hook._current, `Hook._hand_over_to`).
 """
 from __future__ import annotations
 
@@ -11,6 +16,7 @@ from typing import Any
 
 import torch
 
+from hook import _current
 from hook.config import HookConfig
 from hook.pytorch import Hook
 
@@ -26,8 +32,10 @@ class AutoAttach:
         self.hook: Hook | None = None
         self._depth = 0
         self._handles: list[Any] = []
+        self._before = 0
 
     def install(self) -> None:
+        self._before = _current.script_hooks_created()  # hooks made before the script ran are not its
         mod = torch.nn.modules.module
         self._handles = [
             mod.register_module_forward_pre_hook(self._pre),
@@ -41,14 +49,19 @@ class AutoAttach:
             return
         hook = self.hook
         if hook is None:
+            if _current.script_hooks_created() != self._before:
+                self._uninstall()  # the script made its own hook: it is the job's only hook
+                return
             if isinstance(module, torch.nn.modules.loss._Loss):
                 return
             if not any(p.requires_grad for p in module.parameters()):
                 return
-            hook = self.hook = Hook(self.config)
+            hook = self.hook = Hook(self.config, auto=True)
             hook.register_module(module)
             # The module's own pre-hook list was read before we registered: start the step here.
             hook._on_step_start(module, inputs)
+        elif hook.handed_over:
+            self._uninstall()
         elif isinstance(module, torch.nn.modules.loss._Loss):
             hook.register_loss(module)
         elif hook.step >= LOSS_SEARCH_STEPS:

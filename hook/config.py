@@ -144,9 +144,10 @@ class CollectionConfig:
     save_config: SaveConfig = field(default_factory=SaveConfig)
     reduction_config: ReductionConfig = field(default_factory=ReductionConfig)
     save_histogram: bool = True
+    tensor_names: tuple[str, ...] = ()  # members by name, beside the regexes (smdebug's tensor_names)
 
     def matches(self, tensor_name: str) -> bool:
-        return any(re.search(rx, tensor_name) for rx in self.include_regex)
+        return tensor_name in self.tensor_names or any(re.search(rx, tensor_name) for rx in self.include_regex)
 
     def should_save(self, mode: ModeKeys, mode_step: int) -> bool:
         if mode in (ModeKeys.EVAL, ModeKeys.PREDICT) and self.name in TRAIN_ONLY_COLLECTIONS:
@@ -158,7 +159,7 @@ class CollectionConfig:
         return {
             "name": self.name,
             "include_regex": list(self.include_regex),
-            "tensor_names": sorted(tensor_names),
+            "tensor_names": sorted({*tensor_names, *self.tensor_names}),
             "reduction_config": self.reduction_config.to_dict(),
             "save_config": self.save_config.to_dict(),
             "save_histogram": self.save_histogram,

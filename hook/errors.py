@@ -6,8 +6,9 @@ class HookError(Exception):
     """Base of every error the training-side hook raises."""
 
 
-class HookConfigError(HookError):
-    """debughookconfig.json (or a HookConfig dict) has a bad value; the message names the field."""
+class HookConfigError(HookError, ValueError):
+    """debughookconfig.json (or a HookConfig dict, or a config object of the smdebug API) has a bad
+    value; the message names the field. A ValueError too, as smdebug's SMDebugValueError."""
 
     def __init__(self, field: str, message: str) -> None:
         super().__init__(f"{field}: {message}")

@@ -11,6 +11,11 @@ a bitmask of the collections saved at this step. Every other hook tests that mas
 once when it is 0. Which collections a tensor name belongs to is decided once per name (cached).
 On saved steps the training thread only copies tensors to CPU; reductions, serialization and file
 writes run on a background thread (hook._async_writer).
+
+One hook per job (hook._current): each hook becomes the process's current hook; the zero-code hook
+(`auto=True`) hands over to a hook the script creates, and one directory has one writer.
+`_forward_hook_for` / `_grad_hook` are where a subclass (smdebug.pytorch.Hook) plugs in its own
+module and gradient callbacks.
 """
 from __future__ import annotations
 
@@ -23,6 +28,7 @@ from typing import Any
 import numpy as np
 import torch
 
+from hook import _current
 from hook import _members as members
 from hook._async_writer import AsyncWriter
 from hook._serialize import RAW_ONLY, CollectionsJob, EndMarkerJob, SavePlan, StepJob
@@ -54,39 +60,54 @@ def _distributed() -> tuple[int, int]:
 
 
 class Hook:
+    # `<Loss>_labels` / `_predictions` also for a collection whose regex names them (smdebug's
+    # API hook: only for the labels / predictions collections, smdebug has no such tensors)
+    ROLE_TENSORS_BY_NAME = True
+
     def __init__(self, config: HookConfig | None = None, *, out_dir: str | Path | None = None,
-                 max_pending_steps: int = 16) -> None:
+                 max_pending_steps: int = 16, dry_run: bool = False, auto: bool = False) -> None:
         self.config = config if config is not None else HookConfig.from_dict({})
         self.out_dir = Path(out_dir if out_dir is not None else self.config.local_path)
+        self.auto = auto  # the zero-code hook of `python -m hook.run`: hands over to a script's hook
         self._max_pending = max_pending_steps
-        self._colls: list[CollectionConfig] = list(self.config.collections_to_save())
+        self._colls: list[CollectionConfig] = []
         self._schedule: dict[ModeKeys, list[tuple[int, ModeSaveConfig]]] = {}
-        self._build_schedule()
-        self._tensor_names: dict[str, set[str]] = {c.name: set() for c in self.config.collections}
+        self._tensor_names: dict[str, set[str]] = {}
+        self._inherited: dict[str, CollectionConfig] = {}  # collections of a hook we took over from
         self._mask_cache: dict[str, int] = {}
         self._plan_cache: dict[int, SavePlan] = {}
         self._explicit_names: dict[str, int] = {}  # save_tensor: name -> collection bits
+        self._use_config(self.config)
         self.step = -1
         self.mode = ModeKeys.GLOBAL
         self.mode_steps: dict[ModeKeys, int] = {m: -1 for m in ModeKeys}
+        self.last_saved_step: int | None = None
         self._mode_step = -1
+        self._started = False  # a step of ours has begun (data saved before goes into the first)
         self._explicit_mode: ModeKeys | None = None
         self._active = 0
         self._pending: dict[str, tuple[torch.Tensor | np.ndarray, int]] = {}
         self._io_counts: dict[str, int] = {}
         self._seen: dict[str, int] = {}
         self._collections_dirty = True
-        self._handles: list[Any] = []
+        self._step_handle: Any = None
+        self._attach_handles: list[Any] = []
         self._params: list[tuple[str, torch.nn.Parameter, int]] = []
         self._param_mask = 0
         self._model: torch.nn.Module | None = None
         self._loss_modules: list[torch.nn.Module] = []
         self._writer: AsyncWriter | None = None
         self._trial_writer: TrialWriter | None = None
-        self._write_enabled = True
+        self._write_enabled = not dry_run
         self._num_workers = 1
         self._closed = False
+        self.handed_over = False
         atexit.register(self._close_at_exit)
+        _current.install(self)
+
+    @property
+    def closed(self) -> bool:
+        return self._closed
 
     # ------------------------------------------------------------------ construction
     @classmethod
@@ -94,7 +115,12 @@ class Hook:
         """From debughookconfig.json (`$SMDEBUG_CONFIG_FILE_PATH` or SageMaker's path)."""
         return cls(HookConfig.from_json_file(path))
 
-    def _build_schedule(self) -> None:
+    def _use_config(self, config: HookConfig) -> None:
+        """(Re)build everything derived from the config. Mask bits change: callers re-attach."""
+        self.config = config
+        self._colls = list(config.collections_to_save())
+        for c in config.collections:
+            self._tensor_names.setdefault(c.name, set())
         # Per mode: (collection bit, its save config), without the collections that mode never
         # saves (gradients in EVAL/PREDICT); a step start then only does a few modulo tests.
         self._schedule = {
@@ -102,28 +128,26 @@ class Hook:
                    if not (mode in (ModeKeys.EVAL, ModeKeys.PREDICT) and c.name in TRAIN_ONLY_COLLECTIONS)]
             for mode in ModeKeys
         }
+        self._mask_cache.clear()
+        self._plan_cache.clear()
+        self._explicit_names.clear()
+        self._seen = {}
+        self._collections_dirty = True
 
     # ------------------------------------------------------------------ registration
     def register_module(self, module: torch.nn.Module) -> None:
         if not isinstance(module, torch.nn.Module):
             raise HookError(f"register_module needs a torch.nn.Module, got {type(module).__name__}")
+        if self._closed:
+            raise HookError("register_module: this hook is closed")
+        if self._model is module:
+            return  # registered twice (e.g. once per epoch): once is enough
         if self._model is not None:
-            raise HookError("a module is already registered with this hook")
+            raise HookError(f"a module ({self._model._get_name()}) is already registered with this hook; "
+                            "one hook follows one model")
         self._model = module
-        cls_name = module._get_name()
-        self._handles.append(module.register_forward_pre_hook(self._on_step_start))
-        for pname, param in module.named_parameters():
-            tname = f"{cls_name}_{pname}"
-            mask = self._mask_of(tname)
-            if mask:
-                self._params.append((tname, param, mask))
-                self._param_mask |= mask
-            gname = GRADIENT_PREFIX + tname
-            gmask = self._mask_of(gname)
-            if gmask and param.requires_grad:
-                self._handles.append(param.register_hook(self._make_grad_hook(gname, gmask)))
-        for path, sub in module.named_modules():
-            self._maybe_hook_module(sub, path or cls_name, top=sub is module)
+        self._step_handle = module.register_forward_pre_hook(self._on_step_start)
+        self._attach_model(module)
 
     def register_loss(self, loss_module: torch.nn.Module) -> None:
         """Save the outputs of a loss module (`CrossEntropyLoss_output_0`)."""
@@ -132,15 +156,56 @@ class Hook:
         if any(m is loss_module for m in self._loss_modules):
             return
         self._loss_modules.append(loss_module)
-        name = loss_module._get_name()
-        self._maybe_hook_module(loss_module, name)
-        lbits = members.bit_of(self._colls, members.LABELS) | self._mask_of(name + members.LABELS_SUFFIX)
-        pbits = members.bit_of(self._colls, members.PREDICTIONS) | self._mask_of(name + members.PREDICTIONS_SUFFIX)
-        if lbits or pbits:
-            self._handles.append(loss_module.register_forward_hook(self._make_loss_hook(name, lbits, pbits)))
+        self._attach_loss(loss_module)
 
-    def _maybe_hook_module(self, module: torch.nn.Module, name: str, top: bool = False) -> None:
-        """A forward hook on `module` only if some saved collection can take its inputs/outputs:
+    def _attach_model(self, module: torch.nn.Module) -> None:
+        cls_name = module._get_name()
+        self._params, self._param_mask = [], 0
+        for pname, param in module.named_parameters():
+            tname = f"{cls_name}_{pname}"
+            mask = self._mask_of(tname)
+            if mask:
+                self._params.append((tname, param, mask))
+                self._param_mask |= mask
+            if param.requires_grad:
+                on_grad = self._grad_hook(tname)
+                if on_grad is not None:
+                    self._attach_handles.append(param.register_hook(on_grad))
+        for path, sub in module.named_modules():
+            on_forward = self._forward_hook_for(sub, path or cls_name, top=sub is module)
+            if on_forward is not None:
+                self._attach_handles.append(sub.register_forward_hook(on_forward))
+
+    def _attach_loss(self, loss_module: torch.nn.Module) -> None:
+        name = loss_module._get_name()
+        on_forward = self._forward_hook_for(loss_module, name)
+        if on_forward is not None:
+            self._attach_handles.append(loss_module.register_forward_hook(on_forward))
+        lbits = members.bit_of(self._colls, members.LABELS)
+        pbits = members.bit_of(self._colls, members.PREDICTIONS)
+        if self.ROLE_TENSORS_BY_NAME:
+            lbits |= self._mask_of(name + members.LABELS_SUFFIX)
+            pbits |= self._mask_of(name + members.PREDICTIONS_SUFFIX)
+        if lbits or pbits:
+            self._attach_handles.append(loss_module.register_forward_hook(self._make_loss_hook(name, lbits, pbits)))
+
+    def _reattach(self) -> None:
+        """After a config change: the per-module and per-parameter hooks again, with new masks."""
+        for h in self._attach_handles:
+            h.remove()
+        self._attach_handles = []
+        if self._model is not None:
+            self._attach_model(self._model)
+        for loss in self._loss_modules:
+            self._attach_loss(loss)
+
+    def _grad_hook(self, tname: str) -> Callable[[torch.Tensor], None] | None:
+        gname = GRADIENT_PREFIX + tname
+        gmask = self._mask_of(gname)
+        return self._make_grad_hook(gname, gmask) if gmask else None
+
+    def _forward_hook_for(self, module: torch.nn.Module, name: str, top: bool = False) -> Callable[..., None] | None:
+        """A forward hook for `module` only if some saved collection can take its inputs/outputs:
         by name (include_regex), by module type (hook._members), or as the model's own."""
         in_p, out_p = f"{name}_input_", f"{name}_output_"
         in_bits, out_bits = members.type_bits(module, self._colls)
@@ -151,9 +216,7 @@ class Hook:
             image_bit = members.bit_of(self._colls, members.INPUT_IMAGE)
         wanted = in_bits or out_bits or image_bit or any(
             self._mask_of(p + i) for p in (in_p, out_p) for i in ("0", "1"))
-        if wanted:
-            self._handles.append(module.register_forward_hook(
-                self._make_forward_hook(in_p, out_p, in_bits, out_bits, image_bit)))
+        return self._make_forward_hook(in_p, out_p, in_bits, out_bits, image_bit) if wanted else None
 
     # ------------------------------------------------------------------ modes and steps
     def set_mode(self, mode: ModeKeys) -> None:
@@ -171,6 +234,7 @@ class Hook:
         if mode is None:
             mode = ModeKeys.TRAIN if module.training else ModeKeys.EVAL
         self.step += 1
+        self._started = True
         self.mode = mode
         if mode == ModeKeys.GLOBAL:
             mode_step = self.step
@@ -255,21 +319,29 @@ class Hook:
     # ------------------------------------------------------------------ explicit API
     def save_scalar(self, name: str, value: Any) -> None:
         """Save `scalar/<name>` at the current step (whatever the save config, as smdebug)."""
+        if self._closed:
+            logger.warning("save_scalar(%r) after the hook was closed: not saved", name)
+            return
         arr = value.detach().to("cpu", copy=True) if isinstance(value, torch.Tensor) else np.asarray(value)
         if int(np.prod(arr.shape)) != 1:
             raise HookError(f"save_scalar({name!r}) needs a single value, got shape {tuple(arr.shape)}")
         self._pending[SCALAR_PREFIX + name] = (arr.reshape(()), 0)
 
     def save_tensor(self, name: str, tensor: Any, collections_to_write: str | list[str] = "default") -> None:
-        """Save `name` in the given collections (created if unknown) when they are saved this step."""
+        """Save `name` in the given collections (created if unknown) when they are saved this step;
+        before the first step: in the first step."""
+        if self._closed:
+            logger.warning("save_tensor(%r) after the hook was closed: not saved", name)
+            return
         names = [collections_to_write] if isinstance(collections_to_write, str) else list(collections_to_write)
         bits = 0
         for cname in names:
             bits |= self._collection_bit(cname)
         self._explicit_names[name] = self._explicit_names.get(name, 0) | bits
         self._mask_cache.pop(name, None)
-        hit = self._mask_of(name) & self._active
-        if hit and self.step >= 0:
+        mask = self._mask_of(name)
+        hit = mask & self._active if self._started else mask
+        if hit:
             value = tensor if isinstance(tensor, torch.Tensor) else torch.as_tensor(np.asarray(tensor))
             self._record(name, value, hit)
 
@@ -281,12 +353,14 @@ class Hook:
         coll = known.get(cname) or CollectionConfig(cname, (), self.config.save_config,
                                                     self.config.reduction_config)
         self._colls.append(coll)
-        self._build_schedule()
+        bit = 1 << (len(self._colls) - 1)
+        for mode, entries in self._schedule.items():
+            if not (mode in (ModeKeys.EVAL, ModeKeys.PREDICT) and cname in TRAIN_ONLY_COLLECTIONS):
+                entries.append((bit, coll.save_config.for_mode(mode)))
         self._tensor_names.setdefault(cname, set())
         self._mask_cache.clear()
         self._plan_cache.clear()
-        bit = 1 << (len(self._colls) - 1)
-        if self.step >= 0 and coll.should_save(self.mode, self._mode_step):
+        if self._started and coll.should_save(self.mode, self._mode_step):
             self._active |= bit
         self._collections_dirty = True
         return bit
@@ -324,8 +398,12 @@ class Hook:
             rank, world = _distributed()
             if self.config.include_workers == "all":
                 self._num_workers = world
-            else:  # smdebug's include_workers="one": only rank 0 writes, the trial has one worker
-                self._num_workers, self._write_enabled = 1, rank == 0
+            elif rank != 0:  # smdebug's include_workers="one": only rank 0 writes, the trial has one worker
+                self._write_enabled = False
+            if self._write_enabled and not _current.claim(self.out_dir, self):
+                self._write_enabled = False
+                logger.warning("sdlocal hook: another hook of this process already writes to %s; this one "
+                               "writes nothing (one hook writes per folder)", self.out_dir)
             self._trial_writer = TrialWriter(self.out_dir, f"worker_{rank}")
             self._writer = AsyncWriter(self._max_pending)
         return self._writer
@@ -333,8 +411,8 @@ class Hook:
     def _end_step(self) -> None:
         pending, self._pending = self._pending, {}
         self._io_counts = {}
-        if not pending or self.step < 0:
-            self._pending = pending  # before the first step: carried into step 0
+        if not pending or not self._started:
+            self._pending = pending  # before our first step: carried into it
             return
         writer = self._ensure_writer()
         if not self._write_enabled:
@@ -346,10 +424,11 @@ class Hook:
                 self._seen[name] = self._seen.get(name, 0) | mask
                 for bit, coll in enumerate(self._colls):
                     if mask & (1 << bit):
-                        self._tensor_names[coll.name].add(name)
+                        self._tensor_names.setdefault(coll.name, set()).add(name)
                 self._collections_dirty = True
         assert self._trial_writer is not None
         writer.submit(StepJob(self._trial_writer, self.step, self.mode, self._mode_step, tuple(items)))
+        self.last_saved_step = self.step
         if self._collections_dirty:
             self._submit_collections()
 
@@ -358,12 +437,20 @@ class Hook:
         if not self._write_enabled:
             return
         assert self._trial_writer is not None
-        colls = {c.name: c for c in self.config.collections}
+        colls = dict(self._inherited)
+        colls.update({c.name: c for c in self.config.collections})
         colls.update({c.name: c for c in self._colls})
         objs = tuple(Collection.from_dict(c.to_dict(sorted(self._tensor_names.get(n, ()))))
                      for n, c in colls.items())
         writer.submit(CollectionsJob(self._trial_writer, objs, self._num_workers))
         self._collections_dirty = False
+
+    def _remove_handles(self) -> None:
+        for h in [self._step_handle, *self._attach_handles]:
+            if h is not None:
+                h.remove()
+        self._step_handle, self._attach_handles = None, []
+        atexit.unregister(self._close_at_exit)
 
     def close(self) -> None:
         """Write what is pending, the collections file and the end marker; stop the writer.
@@ -371,19 +458,59 @@ class Hook:
         if self._closed:
             return
         self._closed = True
-        for h in self._handles:
-            h.remove()
-        self._handles.clear()
-        atexit.unregister(self._close_at_exit)
-        if self._pending and self.step < 0:
-            self.step, self.mode, self._mode_step = 0, ModeKeys.GLOBAL, 0
-        self._end_step()
-        writer = self._ensure_writer()
-        if self._write_enabled:
-            self._submit_collections()
-            assert self._trial_writer is not None
-            writer.submit(EndMarkerJob(self._trial_writer))
-        writer.close()
+        self._remove_handles()
+        try:
+            if self._pending and not self._started:  # saved before any step: that is one step
+                self.step += 1
+                self._started = True
+                self.mode, self._mode_step = ModeKeys.GLOBAL, self.step
+            self._end_step()
+            writer = self._ensure_writer()
+            if self._write_enabled:
+                self._submit_collections()
+                assert self._trial_writer is not None
+                writer.submit(EndMarkerJob(self._trial_writer))
+            writer.close()
+        finally:
+            _current.release(self.out_dir, self)
+
+    def _hand_over_to(self, new: Hook) -> None:
+        """The zero-code hook stops for `new`, the hook the script created: it writes its current
+        step and collections (no end marker when `new` writes to the same folder) and `new`
+        continues its step count there, so no file is lost or overwritten."""
+        same = _current.same_dir(self.out_dir, new.out_dir)
+        self._closed = self.handed_over = True
+        self._remove_handles()
+        try:
+            if self._started and self._pending:
+                self._end_step()
+            if self._writer is not None:
+                if self._write_enabled:
+                    self._submit_collections()
+                    if not same:
+                        assert self._trial_writer is not None
+                        self._writer.submit(EndMarkerJob(self._trial_writer))
+                self._writer.close()
+        except HookError as e:
+            logger.error("sdlocal hook: the zero-code hook failed to write: %s", e)
+        finally:
+            _current.release(self.out_dir, self)
+        logger.info("sdlocal hook: the script's own hook takes over from the zero-code hook after step %d",
+                    self.step)
+        if same:
+            new._continue_from(self)
+
+    def _continue_from(self, previous: Hook) -> None:
+        self.step = previous.step
+        self.mode_steps = dict(previous.mode_steps)
+        self.last_saved_step = previous.last_saved_step
+        own = {c.name for c in self.config.collections}
+        for c in (*previous.config.collections, *previous._colls):
+            if c.name not in own:
+                self._inherited[c.name] = c
+        for name, names in previous._tensor_names.items():
+            self._tensor_names.setdefault(name, set()).update(names)
+        self._collections_dirty = True
 
     def _close_at_exit(self) -> None:
         try:

@@ -1,6 +1,10 @@
 """`python -m hook.run train.py ARGS...`: run an unmodified training script with the hook attached
 (see hook._autoattach). Without a hook config file the script runs unchanged (as on SageMaker
 without a DebugHookConfig); a bad config fails before torch is even imported.
+
+When the script ends (or fails), the zero-code hook and the script's own current hook (smdebug's
+singleton; hook._current) are closed here, so their last step, collections file and end marker
+are written and a write error turns into exit code 1.
 """
 from __future__ import annotations
 
@@ -11,6 +15,7 @@ import sys
 from collections.abc import Sequence
 from typing import TYPE_CHECKING
 
+from hook import _current
 from hook.config import HookConfig
 from hook.errors import HookError
 from trial.smdebug_shim import use_sdlocal_smdebug
@@ -52,28 +57,31 @@ def main(argv: Sequence[str] | None = None) -> int:
         runpy.run_path(script, run_name="__main__")
     except SystemExit as e:
         if e.code not in (None, 0):
-            _close_quietly(attach)
+            _close_hooks(attach)
             raise
     except BaseException:
         # The script failed (or exited): still write what it saved, then let the error through.
-        _close_quietly(attach)
+        _close_hooks(attach)
         raise
-    if attach is not None:
+    return 0 if _close_hooks(attach) else 1
+
+
+def _close_hooks(attach: AutoAttach | None) -> bool:
+    """Close the zero-code hook and the script's current hook; False if a write failed."""
+    ok = True
+    closers = [attach.close] if attach is not None else []
+    script_hook = _current.current()
+    close = getattr(script_hook, "close", None)
+    if script_hook is not None and not script_hook.auto and callable(close):
+        closers.append(close)
+    for closer in closers:
         try:
-            attach.close()
+            closer()
         except HookError as e:
             print(f"hook.run: {e}", file=sys.stderr)
-            return 1
-    return 0
+            ok = False
+    return ok
 
-
-def _close_quietly(attach: AutoAttach | None) -> None:
-    if attach is None:
-        return
-    try:
-        attach.close()
-    except HookError as e:
-        print(f"hook.run: {e}", file=sys.stderr)
 
 if __name__ == "__main__":
     raise SystemExit(main())

@@ -43,8 +43,10 @@ def evaluate(*args: str) -> tuple[int, dict[str, Any]]:
     return result.exit_code, json.loads(result.stdout)[0]
 
 
-def test_smdebug_is_not_installed_here() -> None:
-    assert importlib.util.find_spec("smdebug") is None  # the rules below import our stand-in
+def test_no_real_smdebug_is_installed_here() -> None:
+    # the rules below import sdlocal's own `smdebug` (compat/), never the real one
+    spec = importlib.util.find_spec("smdebug")
+    assert spec is None or "SDLOCAL = True" in Path(str(spec.origin)).read_text()
 
 
 @pytest.mark.parametrize(("trial", "expected"), [("vanishing", "IssuesFound"), ("healthy", "NoIssuesFound")])

@@ -88,7 +88,7 @@ class TensorUnavailableForStep(TrialError):
         self.has_reductions = has_reductions
         msg = f"Value for tensor {tname} is not available for step {step} with mode {mode_name(mode)} as it was not saved."
         if has_reductions:
-            msg += " This tensor has reductions saved for this step (it was saved as a reduced tensor only): query them with reduction_value."
+            msg += " This tensor has reductions saved for this step. You might want to query for the reductions."
         super().__init__(msg)
 
 

@@ -282,7 +282,7 @@ def test_missing_step_and_value_errors(tmp_path: Path) -> None:
         wt.value(1)
     with pytest.raises(TensorUnavailableForStep, match="Value for tensor w is not available for step 3 with mode GLOBAL"):
         wt.value(3)
-    with pytest.raises(TensorUnavailableForStep, match="reduced tensor only") as reduced:
+    with pytest.raises(TensorUnavailableForStep, match="has reductions saved for this step") as reduced:
         wt.value(4)
     assert reduced.value.has_reductions and wt.reduction_value(4, "max") == 4.0
     with pytest.raises(ShapeUnavailableForStep, match="Shape for tensor w is not available for step 4"):

@@ -259,6 +259,7 @@ def test_wait_for_steps(tmp_path: Path) -> None:
     assert str(past.value) == "Looking for step 9 of mode TRAIN and reached end of training. Max step available is 5"
     with no_refresh(tr), pytest.raises(StepUnavailable):
         tr.wait_for_steps([2], sleep=t.sleep, clock=t.clock)
+    assert tr.dynamic_refresh  # smdebug's wait leaves its trial frozen for good; ours leaves it as it was
 
 
 def test_wait_for_steps_refreshes_inside_no_refresh(tmp_path: Path) -> None:
@@ -361,6 +362,7 @@ def test_smdebug_mode_enums_accepted_everywhere(tmp_path: Path) -> None:
         assert loss.steps(mode=ev) == [0] and loss.value(0, mode=ev) == 10.0
         assert loss.prev_steps(1, mode=train) == [0, 1]
     assert tr.modes() == [ModeKeys.TRAIN, ModeKeys.EVAL]
+    assert tr.tensor_names(step=7, mode=ModeKeys.EVAL) == [] and tr.tensor_names(mode=ModeKeys.PREDICT) == []
     assert tr._global_to_mode == {0: (ModeKeys.TRAIN, 0), 1: (ModeKeys.EVAL, 0), 2: (ModeKeys.TRAIN, 1)}
     assert tr._mode_to_global == {ModeKeys.TRAIN: {0: 0, 1: 2}, ModeKeys.EVAL: {0: 1}}
     with pytest.raises(ValueError, match="unknown mode"):
@@ -398,3 +400,18 @@ def test_range_steps_with_open_ends(tmp_path: Path) -> None:
     started(tmp_path, range(6))
     assert create_trial(tmp_path, range_steps=(2, None)).steps() == [2, 3, 4, 5]
     assert create_trial(tmp_path, range_steps=(None, 2)).steps() == [0, 1]
+
+
+def test_smdebug_style_open_waits_for_collections_with_a_deadline(tmp_path: Path) -> None:
+    from trial.errors import MissingCollectionFiles
+    from trial.kinds import LocalTrial, open_trial
+
+    t = FakeTime()
+    t.on_sleep = lambda n: started(tmp_path / "late", [0, 1]) if n == 3 else None
+    late = LocalTrial("late", str(tmp_path / "late"), sleep=t.sleep, clock=t.clock)
+    assert t.sleeps == [2.0, 2.0, 2.0] and late.steps() == [0, 1]
+    t = FakeTime()
+    with pytest.raises(MissingCollectionFiles, match="did not appear .* within 30s"):
+        open_trial(str(tmp_path / "never"), collections_timeout=30, sleep=t.sleep, clock=t.clock)
+    assert t.now == 30.0
+    assert open_trial(f" {tmp_path / 'late'}/ ").name == "late"  # smdebug strips the path

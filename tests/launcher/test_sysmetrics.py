@@ -257,12 +257,13 @@ def test_the_uploader_only_sees_closed_files(tmp_path: Path, s3_client: Any, buc
     file reaches S3, and the S3 reader finds every line and event once everything is closed."""
     from launcher.platform import Uploader, UploadTarget
     from trial.profiler import TraceWriter, now_us
+    from trial.storage import open_storage
 
     local = tmp_path / "profiler"
     prefix = f"s3://{bucket}/out/job/profiler-output"
     sampler = SystemSampler(ListCollector(), SystemMetricsWriter(local, close_interval_s=1), 0.01)
     trace = TraceWriter(local, "0-algo-1", close_interval_s=0.3)
-    uploader = Uploader(s3_client, [UploadTarget(local, prefix)], interval=0.05)
+    uploader = Uploader([UploadTarget(local, open_storage(prefix, client=s3_client))], interval=0.05)
     uploader.start()
     sampler.start()
     deadline = time.monotonic() + 2.5

@@ -30,6 +30,7 @@ from dataclasses import replace
 from pathlib import Path
 from typing import Any
 
+from evaluator.actions import StopRequest
 from launcher._artifacts import failure_reason, publish_folder, write_success
 from launcher._evaluators import Evaluators, profiler_rule_runs
 from launcher._job_types import DEFAULT_OPTIONS, JobResult, RunOptions
@@ -42,6 +43,7 @@ from launcher.s3 import S3Endpoint
 from launcher.spec import JobSpec, RuleSpec
 from launcher.summary import RuleRef, rule_job_summary
 from launcher.sysmetrics import LIVE_CLOSE_INTERVAL_S, CollectorUnavailable, SystemSampler, make_sampler
+from trial.errors import StorageError
 from trial.storage import S3Storage, Storage, open_storage
 
 
@@ -96,7 +98,7 @@ class JobLifecycle:
         self.upload_errors: list[Exception] = []
         # how the training ended
         self.exit_code: int | None = None
-        self.stopped_by: Any = None  # the StopRequest of a rule's StopTraining action
+        self.stopped_by: StopRequest | None = None  # a rule's StopTraining action
         self.max_runtime_exceeded = False
         self.training_ended = False  # an outcome is known (else: an error cut the run short)
         self.uploaded_all = False
@@ -199,17 +201,30 @@ class JobLifecycle:
                                      interval=options.action_poll_interval_s, clock=self.clock,
                                      on_ignored=lambda r: self.echo(_ignored_stop(r, spec.job_name)))
         next_settle = [self.clock() + options.settle_interval_s]
+        failed_looks: list[str] = []
+
+        def looked(look: Callable[[], Any]) -> Any:
+            """A look at S3 while training runs that fails is tried again at the next tick (the
+            final settle after training has its own errors): said once, never fatal."""
+            try:
+                return look()
+            except StorageError as e:
+                if not failed_looks:
+                    self.echo(f"Warning: S3 did not answer a check while training runs ({_one_line(e)}); "
+                              "trying again")
+                failed_looks.append(_one_line(e))
+                return None
 
         def ended() -> tuple[str, Any] | None:
             code = training.poll()
             if code is not None:
                 return "exited", code
-            request = watcher.poll()
+            request = looked(watcher.poll)
             if request is not None:
                 return "rule", request
             if self.clock() >= next_settle[0]:
                 next_settle[0] = self.clock() + options.settle_interval_s
-                for e in self.evaluators.settle():
+                for e in looked(self.evaluators.settle) or ():
                     self.echo(f"Rule {e.rule.name}: its evaluator exited (code {e.handle.poll()}) without a "
                               "status: Error (see `sdlocal logs --rule`)")
             return None
@@ -353,6 +368,6 @@ class JobLifecycle:
         )
 
 
-def _ignored_stop(request: Any, job_name: str) -> str:
+def _ignored_stop(request: StopRequest, job_name: str) -> str:
     return (f"Rule {request.rule_configuration_name} requested StopTraining for jobs starting with "
             f"{request.training_job_prefix!r}: not {job_name}, ignored")

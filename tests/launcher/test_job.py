@@ -387,3 +387,31 @@ def test_a_training_that_cannot_start_leaves_no_evaluator(tmp_path: Path, runtim
     body = s3_client.get_object(Bucket=bucket, Key="out/job-1/rule-output/R1/status.json")["Body"].read()
     assert json.loads(body)["RuleEvaluationStatus"] == "Stopped"
     assert "out/job-1/debug-output/training_job_end.ts" in keys(s3_client, bucket)
+
+
+def test_s3_failing_a_check_while_training_runs_is_not_fatal(tmp_path: Path, runtime: str, moto_server: str,
+                                                              s3_client: Any, bucket: str,
+                                                              monkeypatch: pytest.MonkeyPatch) -> None:
+    from botocore.exceptions import EndpointConnectionError
+
+    monkeypatch.setenv("FAKE_TRAINING", "hang")
+    failures = [0]
+
+    class Flaky:  # the stop-request reads fail for a while, as an S3 endpoint that went away would
+        def __getattr__(self, name: str) -> Any:
+            return getattr(s3_client, name)
+
+        def get_object(self, **kwargs: Any) -> Any:
+            if kwargs["Key"].endswith("actions/stop-training.json") and failures[0] < 3:
+                failures[0] += 1
+                raise EndpointConnectionError(endpoint_url=moto_server)
+            return s3_client.get_object(**kwargs)
+
+    lines: list[str] = []
+    result = run_job(make_spec(tmp_path, bucket, ("R1",)), job_dir=JobDir(tmp_path / "jobs" / "job-1"),
+                     endpoint=S3Endpoint(moto_server, "flag"), runtime=ProcessRuntime(python=runtime),
+                     options=RunOptions(action_poll_interval_s=0.2, stop_grace_s=2.0, max_runtime_s=3.0),
+                     echo=lines.append, client=Flaky())
+    assert failures[0] == 3
+    assert len([line for line in lines if line.startswith("Warning: S3 did not answer a check")]) == 1
+    assert result.max_runtime_exceeded and statuses(result) == {"R1": ("NoIssuesFound", "")}

@@ -1,18 +1,16 @@
 """The job's rule evaluators: one per rule configuration, Debugger and profiler rules alike.
 
 `Evaluators` starts them through the runtime, notices the ones that exited (`settle`: an evaluator
-that exited without a final status gets `Error` with its exit code and last log lines), waits for
-them with a deadline and stops them (`stop`: the ones without a final status get the status given,
-`Stopped` or `Error`). The launcher writes a status only where the evaluator left none: an
-evaluator's own verdict is never overwritten.
+that exited without a final status gets `Error` with its exit code and last log lines) and stops
+them (`stop`: the ones without a final status get the status given, `Stopped` or `Error`). The
+launcher writes a status only where the evaluator left none: an evaluator's own verdict is never
+overwritten. The lifecycle calls `settle` while training runs and while the rules finish.
 """
 from __future__ import annotations
 
-import threading
 from collections.abc import Callable
 from dataclasses import dataclass
 
-from launcher._wait import Deadline, Waited, wait_for
 from launcher.runtime import Handle, RuleLaunch, Runtime
 from launcher.spec import RuleSpec
 from trial.storage import Storage
@@ -71,17 +69,11 @@ class Evaluators:
             e.settled = True
         return failed
 
-    def wait(self, deadline: Deadline, stop: threading.Event | None = None) -> Waited[bool]:
-        """Until every evaluator exited, `stop` is set or the deadline passes."""
-        def all_exited() -> bool:
-            return not self.running()
-
-        def pause(seconds: float) -> None:
-            running = self.running()
-            if running:
-                running[0].handle.wait(seconds)
-
-        return wait_for(all_exited, deadline, interval=0.2, pause=pause, stop=stop)
+    def pause(self, seconds: float) -> None:
+        """Block until one of them exits, at most `seconds` (what a wait for them blocks on)."""
+        running = self.running()
+        if running:
+            running[0].handle.wait(seconds)
 
     def stop(self, status: str, details: str) -> None:
         """Stop every evaluator still running; those without a final status get `status`."""

@@ -38,7 +38,7 @@ from launcher._prepare import claim_job_name, stage_inputs
 from launcher._wait import Deadline, wait_for
 from launcher.actions import StopRequestWatcher
 from launcher.platform import JobDir, Uploader, UploadTarget, update_record, write_configs, write_end_marker
-from launcher.runtime import Handle, RuleLaunch, Runtime, TrainingLaunch
+from launcher.runtime import DataInput, Handle, RuleLaunch, Runtime, TrainingLaunch
 from launcher.s3 import S3Endpoint
 from launcher.spec import JobSpec, RuleSpec
 from launcher.summary import RuleRef, rule_job_summary
@@ -102,6 +102,8 @@ class JobLifecycle:
         self.max_runtime_exceeded = False
         self.training_ended = False  # an outcome is known (else: an error cut the run short)
         self.uploaded_all = False
+        self._next_check = clock()  # of the evaluators (RunOptions.settle_interval_s)
+        self._failed_looks: list[str] = []
 
     # -- S3 through trial's storage ----------------------------------------------------------------
     def storage(self, uri: str) -> Storage:
@@ -157,7 +159,7 @@ class JobLifecycle:
         if unevaluated:
             self.echo(f"Profiler rules are not evaluated yet: {', '.join(unevaluated)}")
 
-    def start(self, data_inputs: tuple[Any, ...]) -> None:
+    def start(self, data_inputs: tuple[DataInput, ...]) -> None:
         spec = self.spec
         targets = [UploadTarget(self.job_dir.tensors, self.storage(spec.debug_output))]
         if spec.tensorboard is not None:
@@ -200,33 +202,14 @@ class JobLifecycle:
         watcher = StopRequestWatcher(spec.job_name, {r.name: self.storage(r.output) for r in spec.debug_rules},
                                      interval=options.action_poll_interval_s, clock=self.clock,
                                      on_ignored=lambda r: self.echo(_ignored_stop(r, spec.job_name)))
-        next_settle = [self.clock() + options.settle_interval_s]
-        failed_looks: list[str] = []
-
-        def looked(look: Callable[[], Any]) -> Any:
-            """A look at S3 while training runs that fails is tried again at the next tick (the
-            final settle after training has its own errors): said once, never fatal."""
-            try:
-                return look()
-            except StorageError as e:
-                if not failed_looks:
-                    self.echo(f"Warning: S3 did not answer a check while training runs ({_one_line(e)}); "
-                              "trying again")
-                failed_looks.append(_one_line(e))
-                return None
-
         def ended() -> tuple[str, Any] | None:
             code = training.poll()
             if code is not None:
                 return "exited", code
-            request = looked(watcher.poll)
+            request = self._look(watcher.poll)
             if request is not None:
                 return "rule", request
-            if self.clock() >= next_settle[0]:
-                next_settle[0] = self.clock() + options.settle_interval_s
-                for e in looked(self.evaluators.settle) or ():
-                    self.echo(f"Rule {e.rule.name}: its evaluator exited (code {e.handle.poll()}) without a "
-                              "status: Error (see `sdlocal logs --rule`)")
+            self._check_evaluators()
             return None
 
         waited = wait_for(ended, Deadline.after(options.max_runtime_s, self.clock), interval=0.2,
@@ -252,6 +235,27 @@ class JobLifecycle:
             code = self.exit_code
             self.echo(f"Training {'completed' if code == 0 else f'failed (exit code {code})'}")
         self.training_ended = True
+
+    def _look(self, look: Callable[[], Any]) -> Any:
+        """A look at S3 during a wait (stop requests, evaluators' statuses) that fails is tried
+        again at the next tick: said once, never fatal (what must not fail raises elsewhere)."""
+        try:
+            return look()
+        except StorageError as e:
+            if not self._failed_looks:
+                self.echo(f"Warning: S3 did not answer a check ({_one_line(e)}); trying again")
+            self._failed_looks.append(_one_line(e))
+            return None
+
+    def _check_evaluators(self) -> None:
+        """Evaluators that died without a status read Error at once (every settle_interval_s), while
+        training runs and while the rules finish."""
+        if self.clock() < self._next_check:
+            return
+        self._next_check = self.clock() + self.options.settle_interval_s
+        for e in self._look(self.evaluators.settle) or ():
+            self.echo(f"Rule {e.rule.name}: its evaluator exited (code {e.handle.poll()}) without a "
+                      "status: Error (see `sdlocal logs --rule`)")
 
     def end_training(self) -> None:
         """Whatever happened: stop what runs, upload what exists, mark the end."""
@@ -311,7 +315,13 @@ class JobLifecycle:
 
     def wait_rules(self) -> None:
         timeout = self.options.rule_timeout_s
-        waited = self.evaluators.wait(Deadline.after(timeout, self.clock), stop=self.stop)
+
+        def all_exited() -> bool:
+            self._check_evaluators()
+            return not self.evaluators.running()
+
+        waited = wait_for(all_exited, Deadline.after(timeout, self.clock), interval=0.2,
+                          pause=self.evaluators.pause, stop=self.stop)
         if waited.stopped:
             self.evaluators.stop("Stopped", "Stopped: the job was stopped")
         elif waited.timed_out:
@@ -343,7 +353,7 @@ class JobLifecycle:
         return rule_job_summary(self.client, refs)
 
     # -- launches ----------------------------------------------------------------------------------
-    def _training_launch(self, env: tuple[tuple[str, str], ...], data_inputs: tuple[Any, ...]) -> TrainingLaunch:
+    def _training_launch(self, env: tuple[tuple[str, str], ...], data_inputs: tuple[DataInput, ...]) -> TrainingLaunch:
         spec, job_dir = self.spec, self.job_dir
         return TrainingLaunch(
             job_name=spec.job_name, entry_point=spec.entry_point, source_dir=spec.source_dir,

@@ -354,11 +354,12 @@ def test_training_past_its_maximum_runtime_is_stopped_and_the_rules_finish(
         monkeypatch: pytest.MonkeyPatch) -> None:
     monkeypatch.setenv("FAKE_TRAINING", "hang")
     started = time.monotonic()
+    # 5 s: time for the stand-in to start and note its pid on a loaded machine
     result, lines = run(make_spec(tmp_path, bucket, ("R1",)), tmp_path, runtime, moto_server, s3_client,
-                        max_runtime_s=1.0)
+                        max_runtime_s=5.0)
     assert time.monotonic() - started < 60
     assert result.max_runtime_exceeded and result.training_status == "Stopped" and not result.training_failed
-    assert "Training job job-1 ran past its maximum runtime (1 s): stopping it; the rules finish their evaluation" in lines
+    assert "Training job job-1 ran past its maximum runtime (5 s): stopping it; the rules finish their evaluation" in lines
     assert statuses(result) == {"R1": ("NoIssuesFound", "")}
     assert "out/job-1/debug-output/training_job_end.ts" in keys(s3_client, bucket)
     assert gone(int((tmp_path / "pids" / "training").read_text()))
@@ -415,3 +416,21 @@ def test_s3_failing_a_check_while_training_runs_is_not_fatal(tmp_path: Path, run
     assert failures[0] == 3
     assert len([line for line in lines if line.startswith("Warning: S3 did not answer a check")]) == 1
     assert result.max_runtime_exceeded and statuses(result) == {"R1": ("NoIssuesFound", "")}
+
+
+def test_an_evaluator_dying_while_the_rules_finish_reads_error_before_the_timeout(
+        tmp_path: Path, runtime: str, moto_server: str, s3_client: Any, bucket: str,
+        monkeypatch: pytest.MonkeyPatch) -> None:
+    monkeypatch.setenv("FAKE_EVALUATOR_R1", "crash")
+    monkeypatch.setenv("FAKE_EVALUATOR_R2", "hang")  # keeps the final wait going until the timeout
+    said: list[tuple[float, str]] = []
+    started = time.monotonic()
+    result = run_job(make_spec(tmp_path, bucket), job_dir=JobDir(tmp_path / "jobs" / "job-1"),
+                     endpoint=S3Endpoint(moto_server, "flag"), runtime=ProcessRuntime(python=runtime),
+                     options=RunOptions(stop_grace_s=2.0, rule_timeout_s=8.0),
+                     echo=lambda line: said.append((time.monotonic() - started, line)), client=s3_client)
+    ended = time.monotonic() - started
+    (noticed,) = [t for t, line in said if line.startswith("Rule R1: its evaluator exited (code 1)")]
+    assert ended - noticed > 4.0  # said long before the other rule's timeout ended the job
+    assert statuses(result)["R1"][0] == "Error"
+    assert statuses(result)["R2"][0] == "Error" and "did not finish within 8s" in statuses(result)["R2"][1]

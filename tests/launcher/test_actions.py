@@ -21,6 +21,7 @@ from launcher.runtime._process import ProcessHandle
 from launcher.s3 import S3Endpoint
 from launcher.spec import JobSpec
 from tests.launcher._procs import gone
+from trial.storage import S3Storage
 
 
 def put_request(s3_client: Any, bucket: str, rule: str, prefix: str, step: int = 4) -> None:
@@ -31,8 +32,8 @@ def put_request(s3_client: Any, bucket: str, rule: str, prefix: str, step: int =
 def test_watcher_matches_the_prefix_once_per_interval(s3_client: Any, bucket: str) -> None:
     now = [0.0]
     ignored: list[StopRequest] = []
-    outputs = {r: f"s3://{bucket}/out/rule-output/{r}" for r in ("A", "B")}
-    watcher = StopRequestWatcher(s3_client, "train-job-7", outputs, interval=1.0, clock=lambda: now[0],
+    outputs = {r: S3Storage(bucket, f"out/rule-output/{r}", client=s3_client) for r in ("A", "B")}
+    watcher = StopRequestWatcher("train-job-7", outputs, interval=1.0, clock=lambda: now[0],
                                  on_ignored=ignored.append)
     assert watcher.poll() is None  # nothing yet
     put_request(s3_client, bucket, "A", "other-")

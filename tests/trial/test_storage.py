@@ -51,6 +51,39 @@ class TestStorageConformance:
         assert len(storage.list()) == len(keys) + 1
         assert storage.list("index/000000001/") == keys[4:6]
 
+    def test_tmp_keys_listed_only_when_asked(self, storage: Storage) -> None:
+        storage.write("system/a.json", b"1")
+        storage.write("system/b.json.tmp", b"2")  # e.g. a channel's file or a stray upload
+        assert storage.list("system/") == ["system/a.json"]
+        assert storage.list("system/", include_tmp=True) == ["system/a.json", "system/b.json.tmp"]
+        assert storage.any_key("system/b") and not storage.any_key("framework/")
+
+    def test_files_in_and_out(self, storage: Storage, tmp_path: Path) -> None:
+        source = tmp_path / "model.tar.gz"
+        source.write_bytes(bytes(range(256)) * 40)
+        storage.write_file("output/model.tar.gz", source)
+        assert storage.read("output/model.tar.gz") == source.read_bytes()
+        target = tmp_path / "copy"
+        storage.read_to_file("output/model.tar.gz", target)
+        assert target.read_bytes() == source.read_bytes()
+        with pytest.raises(FileNotFoundError):
+            storage.read_to_file("output/none", tmp_path / "none")
+        with pytest.raises(FileNotFoundError):
+            storage.write_file("k", tmp_path / "no-such-file")
+
+    def test_delete_many(self, storage: Storage) -> None:
+        for key in ("a/1", "a/2", "a/3.tmp", "b/1"):
+            storage.write(key, b"")
+        storage.delete_many(storage.list("a/", include_tmp=True) + ["a/never-there"])
+        assert storage.list(include_tmp=True) == ["b/1"]
+        storage.delete_many([])
+
+    def test_ensure_root_is_idempotent(self, storage: Storage) -> None:
+        storage.ensure_root()
+        storage.ensure_root()
+        storage.write("k", b"v")
+        assert storage.read("k") == b"v"
+
     def test_overwrite_is_whole(self, storage: Storage) -> None:
         storage.write("k", b"first version, long")
         storage.write("k", b"second")
@@ -83,3 +116,69 @@ def test_open_storage(tmp_path: Path, moto_server: str, bucket: str) -> None:
     assert isinstance(s3, S3Storage) and s3.uri == f"s3://{bucket}/a/b"
     s3.write("x", b"1")  # the client is built from endpoint_url
     assert s3.read("x") == b"1"
+
+
+def test_s3_ensure_root_creates_the_bucket_once(s3_client: Any) -> None:
+    import uuid
+
+    name = f"made-{uuid.uuid4().hex[:10]}"
+    st = S3Storage(name, "jobs", client=s3_client)
+    st.ensure_root()
+    st.ensure_root()
+    st.write("x", b"1")
+    assert s3_client.get_object(Bucket=name, Key="jobs/x")["Body"].read() == b"1"
+
+
+def test_s3_delete_many_batches_and_reports_failures(s3_client: Any, bucket: str,
+                                                     monkeypatch: pytest.MonkeyPatch) -> None:
+    from trial.errors import StorageError
+    from trial.storage import _s3
+
+    monkeypatch.setattr(_s3, "DELETE_BATCH", 2)
+    calls: list[int] = []
+    refuse = [False]
+
+    class Counting:
+        def __getattr__(self, name: str) -> Any:
+            return getattr(s3_client, name)
+
+        def delete_objects(self, **kwargs: Any) -> Any:
+            calls.append(len(kwargs["Delete"]["Objects"]))
+            if refuse[0]:
+                return {"Errors": [{"Key": "p/k0", "Code": "AccessDenied", "Message": "no"}]}
+            return s3_client.delete_objects(**kwargs)
+
+    st = S3Storage(bucket, "p", client=Counting())
+    for i in range(5):
+        st.write(f"k{i}", b"")
+    st.delete_many(f"k{i}" for i in range(5))
+    assert calls == [2, 2, 1] and st.list() == []
+    refuse[0] = True
+    with pytest.raises(StorageError, match="AccessDenied"):
+        st.delete_many(["k0"])
+
+
+def test_s3_large_file_goes_through_the_managed_upload(tmp_path: Path, s3_client: Any, bucket: str,
+                                                       monkeypatch: pytest.MonkeyPatch) -> None:
+    from trial.storage import _s3
+
+    monkeypatch.setattr(_s3, "SINGLE_PUT_BYTES", 1024)
+    managed: list[str] = []
+
+    class Spy:
+        def __getattr__(self, name: str) -> Any:
+            return getattr(s3_client, name)
+
+        def upload_file(self, path: str, bucket: str, key: str) -> None:
+            managed.append(key)
+            s3_client.upload_file(path, bucket, key)  # s3transfer: multipart above its threshold
+
+    small, big = tmp_path / "small", tmp_path / "big"
+    small.write_bytes(b"s" * 100)
+    big.write_bytes(b"x" * 5000)
+    st = S3Storage(bucket, "p", client=Spy())
+    st.write_file("small", small)
+    st.write_file("big", big)
+    assert managed == ["p/big"]  # the small one in one PUT
+    assert s3_client.get_object(Bucket=bucket, Key="p/big")["Body"].read() == b"x" * 5000
+    assert s3_client.get_object(Bucket=bucket, Key="p/small")["Body"].read() == b"s" * 100

@@ -63,7 +63,7 @@ class LocalStorage(Storage):
     def exists(self, key: str) -> bool:
         return self._path(key).is_file()
 
-    def list(self, prefix: str = "", start_after: str | None = None) -> list[str]:
+    def list(self, prefix: str = "", start_after: str | None = None, *, include_tmp: bool = False) -> list[str]:
         # Walk only the folders that can hold keys with this prefix.
         folder, _, _ = prefix.rpartition("/")
         base = self.root / folder if folder else self.root
@@ -79,7 +79,7 @@ class LocalStorage(Storage):
                 continue
             _dirs.sort()
             for name in files:
-                if name.endswith(".tmp"):
+                if name.endswith(".tmp") and not include_tmp:
                     continue
                 key = f"{rel_dir}/{name}" if rel_dir else name
                 if key.startswith(prefix) and (start_after is None or key > start_after):

@@ -14,14 +14,13 @@ from typing import Any
 
 import numpy as np
 
+from trial._decode import record_value
 from trial._index import IndexState, Location, parse_index_key
 from trial.collection import Collection, CollectionsFile
 from trial.errors import CorruptRecordError, MissingCollectionFiles, TensorUnavailable
 from trial.modes import ModeKeys, to_mode
-from trial.proto import decode_event
 from trial.storage import Storage, open_storage
 from trial.tensor import Tensor
-from trial.tfrecord import decode_record
 
 END_MARKER = "training_job_end.ts"
 INDEX_PREFIX = "index/"
@@ -258,7 +257,7 @@ class Trial:
 
     # ---- reading ---------------------------------------------------------------------------
     def read_record(self, loc: Location) -> np.ndarray:
-        """The value stored at `loc`: one ranged read, checked framing, decoded."""
+        """The value stored at `loc`: one ranged read, checked framing, decoded (trial/_decode.py)."""
         data = self.storage.read_range(loc.key, loc.start, loc.length)
         if len(data) != loc.length:
             raise CorruptRecordError(
@@ -266,8 +265,7 @@ class Trial:
                 where=f"{self.storage.uri}/{loc.key}",
                 offset=loc.start,
             )
-        where = f"{self.storage.uri}/{loc.key}"
-        return decode_event(decode_record(data, where=where, offset=loc.start), where=where, offset=loc.start).value
+        return record_value(data, self.storage.uri, loc.key, loc.start)
 
 
 def create_trial(

@@ -9,11 +9,14 @@ import numpy as np
 
 from trial.errors import StorageError
 from trial.storage._base import Storage
+from trial.storage._handles import FileHandles
 
 
 class LocalStorage(Storage):
     def __init__(self, root: str | Path) -> None:
         self.root = Path(root)
+        self._root_str = str(self.root)
+        self._handles = FileHandles()
 
     @property
     def uri(self) -> str:
@@ -36,18 +39,22 @@ class LocalStorage(Storage):
 
     def read_range(self, key: str, start: int, length: int) -> memoryview:
         """Fills a buffer of our own (np.empty: no zero-fill pass over memory about to be
-        overwritten); a short file gives a shorter view, which the caller reports."""
-        path = self._path(key)
+        overwritten) through a descriptor kept open for the next read of the same file (see
+        _handles.py); a short file gives a shorter view, which the caller reports."""
         buf: Any = np.empty(length, dtype=np.uint8)
+        path = os.path.join(self._root_str, key)
         try:
-            with open(path, "rb") as f:
-                f.seek(start)
-                got = f.readinto(buf)
+            got = self._handles.read_into(path, buf, length, start)
         except FileNotFoundError:
             raise
         except OSError as e:
             raise StorageError(f"cannot read {path}: {e}") from e
-        return memoryview(buf)[:got]
+        view = memoryview(buf)
+        return view if got == length else view[:got]
+
+    def close(self) -> None:
+        """Close the descriptors kept open for reading (done anyway when the storage is collected)."""
+        self._handles.close()
 
     def write(self, key: str, data: bytes) -> None:
         path = self._path(key)

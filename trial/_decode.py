@@ -90,7 +90,7 @@ def _lean_value(buf: memoryview, pos: int, end: int) -> np.ndarray | None:
     if pos + n != end or buf[pos] != _K_TAG:
         return None
     n = buf[pos + 1]
-    pos += 2 + n if n < 0x80 else sum(_varint(buf, pos + 1))
+    pos = pos + 2 + n if n < 0x80 else sum(_varint(buf, pos + 1))
     if buf[pos] != _K_TENSOR:
         return None
     n = buf[pos + 1]
@@ -136,7 +136,7 @@ def _lean_value(buf: memoryview, pos: int, end: int) -> np.ndarray | None:
             if buf[pos] != _K_DIM_NAME:
                 return None
             n = buf[pos + 1]
-            pos += 2 + n if n < 0x80 else sum(_varint(buf, pos + 1))
+            pos = pos + 2 + n if n < 0x80 else sum(_varint(buf, pos + 1))
         if pos != dim_end:
             return None
         shape.append(size)

@@ -9,18 +9,20 @@ import numpy as np
 
 from trial.errors import StorageError
 from trial.storage._base import Storage
-from trial.storage._handles import FileHandles
+from trial.storage._handles import SHARED, FileHandles
 
 
 class LocalStorage(Storage):
-    def __init__(self, root: str | Path) -> None:
+    """`handles`: the descriptors ranged reads go through (default: the process's shared set)."""
+
+    def __init__(self, root: str | Path, handles: FileHandles | None = None) -> None:
         self.root = Path(root)
         self._root_str = str(self.root)
-        self._handles = FileHandles()
+        self._handles = SHARED if handles is None else handles
 
     @property
     def uri(self) -> str:
-        return str(self.root)
+        return self._root_str
 
     def _path(self, key: str) -> Path:
         return self.root / key
@@ -53,8 +55,9 @@ class LocalStorage(Storage):
         return view if got == length else view[:got]
 
     def close(self) -> None:
-        """Close the descriptors kept open for reading (done anyway when the storage is collected)."""
-        self._handles.close()
+        """Close the descriptors kept open for reading files of this trial (optional: they are
+        bounded per process, and reused by the next reader of the same files)."""
+        self._handles.forget_under(self._root_str)
 
     def write(self, key: str, data: bytes) -> None:
         path = self._path(key)
@@ -66,6 +69,7 @@ class LocalStorage(Storage):
             os.replace(tmp, path)
         except OSError as e:
             raise StorageError(f"cannot write {path}: {e}") from e
+        self._handles.forget(os.path.join(self._root_str, key))  # a kept descriptor reads the old file
 
     def exists(self, key: str) -> bool:
         return self._path(key).is_file()
@@ -101,6 +105,7 @@ class LocalStorage(Storage):
             pass
         except OSError as e:
             raise StorageError(f"cannot delete {key}: {e}") from e
+        self._handles.forget(os.path.join(self._root_str, key))
 
 
 def _may_hold_after(rel_dir: str, start_after: str) -> bool:

@@ -1,0 +1,157 @@
+"""The reader's hot path (trial/_decode.py) against the general decoders: same values for every
+record both writers produce, the lean walk really taken for them, the general path for the rest,
+and corrupt records rejected with the general path's errors (file and offset named)."""
+from __future__ import annotations
+
+from pathlib import Path
+
+import numpy as np
+import pytest
+from tensorboard.compat.proto import tensor_pb2, tensor_shape_pb2
+
+from trial import CorruptRecordError, ModeKeys
+from trial._decode import HEADER_SIZE, _lean_value, record_value
+from trial.proto import _field_bytes, _metadata_bytes, decode_event, encode_event
+from trial.tfrecord import decode_record, encode_record, iter_records
+
+DTYPES = ["float16", "float32", "float64", "int8", "int16", "int32", "int64", "uint8", "uint16", "uint32",
+          "uint64", "bool", "complex64", "complex128"]
+
+
+def general(record: bytes, where: str = "u/k", offset: int = 0) -> np.ndarray:
+    return decode_event(decode_record(record, where=where, offset=offset), where=where, offset=offset).value
+
+
+def framed(payload: bytes) -> memoryview:
+    """A record as a ranged read hands it over: a writable buffer of the reader's own."""
+    return memoryview(bytearray(encode_record(payload)))
+
+
+def lean_taken(record: memoryview) -> bool:
+    return _lean_value(record, HEADER_SIZE, len(record) - 4) is not None
+
+
+@pytest.mark.parametrize("dtype", DTYPES)
+@pytest.mark.parametrize("shape", [(), (1,), (5,), (2, 3, 4), (300, 2)])
+def test_same_value_as_the_general_path(dtype: str, shape: tuple[int, ...]) -> None:
+    value = (np.arange(int(np.prod(shape))) % 7).astype(dtype).reshape(shape)
+    rec = framed(encode_event("a/long/tensor_name" * 8, value, 2**40, ModeKeys.EVAL, 300))
+    got = record_value(rec, "u", "k", 0)
+    assert lean_taken(rec)
+    want = general(bytes(rec))
+    assert got.dtype == want.dtype == value.dtype and got.shape == want.shape == shape
+    np.testing.assert_array_equal(got, want)
+
+
+def test_records_the_lean_walk_leaves_to_the_general_path() -> None:
+    cases = [
+        np.zeros((0, 3), dtype=np.float32),  # empty: no tensor_content
+        np.array(["a", "héllo"]),  # strings: string_val
+    ]
+    for value in cases:
+        rec = framed(encode_event("t", value, 3, ModeKeys.TRAIN, 3))
+        assert not lean_taken(rec)
+        got = record_value(rec, "u", "k", 0)
+        assert got.shape == value.shape and got.tolist() == value.tolist()
+    # values in float_val (as TF writes scalars), not tensor_content
+    shape = tensor_shape_pb2.TensorShapeProto(dim=[tensor_shape_pb2.TensorShapeProto.Dim(size=3)])
+    tp = tensor_pb2.TensorProto(dtype=1, tensor_shape=shape, float_val=[1.5, 2.5, 3.5])
+    value_msg = _field_bytes(1, b"f") + _field_bytes(8, tp.SerializeToString()) + _metadata_bytes(1, 0)
+    payload = _field_bytes(5, _field_bytes(1, value_msg))
+    rec = framed(payload)
+    assert not lean_taken(rec)
+    assert record_value(rec, "u", "k", 0).tolist() == [1.5, 2.5, 3.5]
+    # the same tensor_content record with the tensor fields in another order: the general path decodes it
+    content = np.arange(3, dtype=np.float32)
+    tp = tensor_pb2.TensorProto(dtype=1, tensor_shape=shape, tensor_content=content.tobytes())
+    body = tp.SerializeToString()
+    dims = _field_bytes(2, shape.SerializeToString())
+    reordered = dims + b"\x08\x01" + _field_bytes(4, content.tobytes())
+    assert len(reordered) == len(body)
+    value_msg = _field_bytes(1, b"r") + _field_bytes(8, reordered)
+    rec = framed(_field_bytes(5, _field_bytes(1, value_msg)))
+    assert not lean_taken(rec)
+    np.testing.assert_array_equal(record_value(rec, "u", "k", 0), content)
+
+
+def test_values_are_writable_and_their_own_memory() -> None:
+    value = np.arange(6, dtype=np.float32).reshape(2, 3)
+    raw = encode_record(encode_event("w", value, 1, ModeKeys.TRAIN, 1))
+    pristine = bytes(bytearray(raw))
+    mine = record_value(memoryview(bytearray(raw)), "u", "k", 0)  # a buffer of the reader's: no copy
+    shared = memoryview(raw)  # read-only bytes (an S3 body): copied
+    a, b = record_value(shared, "u", "k", 0), record_value(shared, "u", "k", 0)
+    for got in (mine, a):
+        assert got.flags.writeable
+        got[0, 0] = 99.0
+    assert b[0, 0] == 0.0 and raw == pristine
+
+
+def test_corrupt_framing_names_file_and_offset() -> None:
+    rec = bytearray(encode_record(encode_event("t", np.ones(4, np.float32), 1, ModeKeys.TRAIN, 1)))
+    bad_len = bytearray(rec)
+    bad_len[2] ^= 0xFF
+    with pytest.raises(CorruptRecordError, match=r"^s3://b/p/events/x\.tfevents at offset 1234: record length CRC"):
+        record_value(memoryview(bad_len), "s3://b/p", "events/x.tfevents", 1234)
+    bad_footer = bytearray(rec)
+    bad_footer[-1] ^= 0x01
+    with pytest.raises(CorruptRecordError, match="at offset 7: record footer is not smdebug's checksum constant"):
+        record_value(memoryview(bad_footer), "u", "k", 7)
+    with pytest.raises(CorruptRecordError, match="at offset 7: truncated record"):
+        record_value(memoryview(rec[:-6]), "u", "k", 7)
+    with pytest.raises(CorruptRecordError, match="at offset 7: record spans"):
+        record_value(memoryview(rec + b"\x00"), "u", "k", 7)
+    with pytest.raises(CorruptRecordError, match="at offset 7: truncated record header"):
+        record_value(memoryview(rec[:5]), "u", "k", 7)
+
+
+def _spans_the_value_does_not_use(payload: bytes) -> list[range]:
+    """Where the tag's text and the metadata lie in an Event we encoded (the lean walk skips them)."""
+    tag_at = payload.index(b"\x0a\x0bparam/w_b.x") + 2
+    meta_at = payload.rindex(b"\x4a")
+    return [range(tag_at, tag_at + 11), range(meta_at, len(payload))]
+
+
+def test_every_single_byte_corruption_decodes_as_the_general_path_or_is_rejected() -> None:
+    """Flip each byte of a record's payload (with valid framing, as a corrupt writer would leave
+    it): the hot path either gives exactly the general path's value or raises CorruptRecordError;
+    where the general path rejects a record, the hot path does too, unless the flipped byte lies in
+    the tag's text or the mode metadata, which a value does not depend on."""
+    payload = encode_event("param/w_b.x", np.arange(12, dtype=np.float32).reshape(3, 4), 70, ModeKeys.TRAIN, 70,
+                           wall_time=1.0)
+    skipped = _spans_the_value_does_not_use(payload)
+    for i in range(len(payload)):
+        for flip in (0x01, 0x80, 0xFF):
+            mutated = bytearray(payload)
+            mutated[i] ^= flip
+            rec = framed(bytes(mutated))
+            try:
+                want: np.ndarray | None = general(bytes(rec))
+            except CorruptRecordError:
+                want = None
+            try:
+                got: np.ndarray | None = record_value(rec, "u", "k", 0)
+            except CorruptRecordError:
+                got = None
+            if want is not None:
+                assert got is not None, (i, flip)
+                assert got.dtype == want.dtype and got.shape == want.shape, (i, flip)
+                np.testing.assert_array_equal(got, want)
+            elif got is not None:
+                assert any(i in span for span in skipped), (i, flip)
+
+
+def test_smdebug_written_records_take_the_lean_walk(fixture_trials: Path) -> None:
+    checked = 0
+    for name in ("healthy_eval", "vanishing"):
+        for f in sorted((fixture_trials / name / "events").rglob("*.tfevents"))[:12]:
+            buf = f.read_bytes()
+            for offset, payload in iter_records(buf, where=str(f)):
+                record = memoryview(bytearray(buf[offset: offset + 16 + len(payload)]))
+                assert lean_taken(record), (f, offset)
+                got = record_value(record, "u", str(f), offset)
+                want = decode_event(payload).value
+                assert got.dtype == want.dtype and got.shape == want.shape
+                np.testing.assert_array_equal(got, want)
+                checked += 1
+    assert checked > 500

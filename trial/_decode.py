@@ -1,34 +1,54 @@
-"""The value of one framed tensor record, on the reader's hot path.
+"""The value of one framed tensor record, on the reader's hot path (Trial.read_record).
 
-`record_value` checks the framing (length CRC, smdebug's constant footer, exact size) and walks the
-Event by hand for the layout both smdebug's writer and ours produce: Event{wall_time, step,
-summary{value{tag, tensor{dtype, tensor_shape, tensor_content}, metadata}}}. Anything else (values
-in float_val/string_val, unknown fields, odd field order, a DT_INVALID string tensor) and every
-error go through the general decoders (`tfrecord.decode_record`, `proto.decode_event`), so what
-is accepted, what is rejected and the error messages stay those of the general path. The lean
-walk checks the structure (every length adds up exactly, to the byte) but reads neither the tag's
-text nor the mode plugin data, which a value does not use (the format has no checksum over the
-payload: a flipped byte inside tensor_content goes unnoticed by any reader, smdebug's included).
+`read_value` does the ranged read; `record_value` checks the framing (length CRC, smdebug's
+constant footer, exact size) and walks the Event by hand for the layout both smdebug's writer and
+ours produce: Event{wall_time, step, summary{value{tag, tensor{dtype, tensor_shape,
+tensor_content}, metadata}}}. Anything else (values in float_val/string_val, unknown fields, odd
+field order, a DT_INVALID string tensor) and every error go through the general decoders
+(`tfrecord.decode_record`, `proto.decode_event`), so what is accepted, what is rejected and the
+error messages stay those of the general path. The lean walk checks the structure (every length
+adds up exactly, to the byte) but reads neither the tag's text nor the mode plugin data, which a
+value does not use (the format has no checksum over the payload: a flipped byte inside
+tensor_content goes unnoticed by any reader, smdebug's included).
+
+A tensor's records differ from step to step only in wall_time, step, metadata and data: the bytes
+in between are walked once and kept as a template (`_layout`), so most records cost a dict lookup
+and one comparison. Values are numpy views of the buffer the record was read into (its own
+memory: nothing else refers to it), never copies, except from read-only buffers (S3 bodies).
 """
 from __future__ import annotations
 
 import struct
+from typing import TYPE_CHECKING
 
 import numpy as np
 
+from trial.errors import CorruptRecordError
 from trial.proto import DT_TO_NP, decode_event
 from trial.tfrecord import FOOTER, FOOTER_SIZE, HEADER_SIZE, decode_record, masked_crc32c
+
+if TYPE_CHECKING:
+    from trial.storage import Storage
 
 _HEADER = struct.Struct("<QI")
 _U32 = struct.Struct("<I")
 _FOOTER_U32 = _U32.unpack(FOOTER)[0]
 _LEN = struct.Struct("<Q")
 _MAX_CACHED_CRCS = 1 << 16
+ALIGN_FROM_BYTES = 1 << 20  # records from this size on are read with their data aligned
+_HEAD_BYTES = 4096  # read first from a large record: holds its layout unless the tag is huge
 
 # masked CRC32C of a record's 8 length bytes, per length. The length CRC is the only checksum the
 # format has (the footer is a constant), and a trial's records come in few distinct lengths (one
 # per tensor shape and name length), so each is computed once instead of per record.
 _length_crcs: dict[int, int] = {}
+
+# _layout's templates: first _TEMPLATE_KEY_BYTES bytes of a Summary -> (its bytes up to the
+# tensor_content, dtype, shape, content bytes). One per tensor (per length of its metadata).
+_TEMPLATE_KEY_BYTES = 24
+_MAX_TEMPLATES = 1 << 14
+_templates: dict[bytes, tuple[bytes, np.dtype, tuple[int, ...], int]] = {}
+_Layout = tuple[np.dtype, tuple[int, ...], int, int]  # dtype, shape, data offset, data bytes
 
 # Event / Summary / Summary.Value / TensorProto / TensorShapeProto(.Dim) field keys (number << 3 | wire type).
 _K_WALL_TIME, _K_STEP, _K_SUMMARY = 0x09, 0x10, 0x2A
@@ -61,11 +81,24 @@ def _varint(buf: memoryview, pos: int) -> tuple[int, int]:
         shift += 7
 
 
-def _lean_value(buf: memoryview, pos: int, end: int) -> np.ndarray | None:
-    """The tensor of the Event in buf[pos:end] when it has the common layout, else None.
+def _tail_is_metadata(buf: memoryview, tensor_end: int, end: int) -> bool:
+    """Whether buf[tensor_end:end] is nothing, or exactly one metadata field."""
+    if tensor_end == end:
+        return True
+    if tensor_end > end or buf[tensor_end] != _K_METADATA:
+        return False
+    n = buf[tensor_end + 1]
+    return (tensor_end + 2 + n if n < 0x80 else sum(_varint(buf, tensor_end + 1))) == end
 
-    Lengths below 128 (one byte) are read inline: all of them but the tensor_content's and the
-    Summary's in small records, and this function is most of the time a small value costs."""
+
+def _layout(buf: memoryview, pos: int, end: int, whole: bool = True) -> _Layout | None:
+    """(dtype, shape, data offset, data bytes) of the Event in buf[pos:end] when it has the common
+    layout, else None. `whole=False`: buf holds only the record's start (up to the data at least);
+    what follows the data is then not checked.
+
+    The bytes from the Summary's key to the start of tensor_content are the same at every step a
+    tensor is saved (lengths, tag, dtype, shape): once walked, they are kept as a template, and a
+    record whose bytes there are equal to a template's is decoded from it, without the walk."""
     if buf[pos] == _K_WALL_TIME:
         pos += 9
     if buf[pos] == _K_STEP:
@@ -73,6 +106,25 @@ def _lean_value(buf: memoryview, pos: int, end: int) -> np.ndarray | None:
         while buf[pos] & 0x80:
             pos += 1
         pos += 1
+    # The first bytes hold the Summary's and the Value's lengths (so, the distance to `end`) and
+    # the tag's start: a template whose whole prefix matches describes this record exactly.
+    key = buf[pos: pos + _TEMPLATE_KEY_BYTES].tobytes()
+    template = _templates.get(key)
+    if template is not None:
+        prefix, np_dtype, shape, nbytes = template
+        content = pos + len(prefix)
+        if buf[pos:content].tobytes() == prefix and (not whole or _tail_is_metadata(buf, content + nbytes, end)):
+            return np_dtype, shape, content, nbytes
+    walked = _walk(buf, pos, end, whole)
+    if walked is not None:
+        if len(_templates) >= _MAX_TEMPLATES:
+            _templates.clear()
+        _templates[key] = (buf[pos:walked[2]].tobytes(), walked[0], walked[1], walked[3])
+    return walked
+
+
+def _walk(buf: memoryview, pos: int, end: int, whole: bool) -> _Layout | None:
+    """_layout of the Summary at buf[pos], the long way. Lengths below 128 (one byte) are read inline."""
     if buf[pos] != _K_SUMMARY:
         return None
     n = buf[pos + 1]
@@ -99,12 +151,6 @@ def _lean_value(buf: memoryview, pos: int, end: int) -> np.ndarray | None:
     else:
         n, pos = _varint(buf, pos + 1)
     tensor_end = pos + n
-    if tensor_end != end:  # then only the metadata, ending exactly at the end
-        if tensor_end > end or buf[tensor_end] != _K_METADATA:
-            return None
-        n = buf[tensor_end + 1]
-        if (tensor_end + 2 + n if n < 0x80 else sum(_varint(buf, tensor_end + 1))) != end:
-            return None
     if buf[pos] != _K_DTYPE:
         return None  # DT_INVALID (strings): the general path
     dtype = buf[pos + 1]  # every dtype with tensor_content is below 128
@@ -147,8 +193,42 @@ def _lean_value(buf: memoryview, pos: int, end: int) -> np.ndarray | None:
     np_dtype = DT_TO_NP.get(dtype)
     if pos + n != tensor_end or np_dtype is None or n == 0 or n != count * np_dtype.itemsize:
         return None
-    # np.ndarray over the buffer: the same view as np.frombuffer(...).reshape(...), at a quarter of its cost
-    return np.ndarray(shape, np_dtype, buf, pos)
+    if whole and not _tail_is_metadata(buf, tensor_end, end):  # after the tensor, only the metadata
+        return None
+    return np_dtype, tuple(shape), pos, n
+
+
+def read_value(storage: Storage, key: str, start: int, length: int) -> np.ndarray:
+    """The value of the `length`-byte record at `start` of `key`: one ranged read. A large record
+    read into a buffer of our own is read in two: its first bytes, to find where its data starts,
+    then the whole record placed so that the data lies on a 64-byte boundary, as in numpy's own
+    arrays (reductions over unaligned data run about 2x slower, measured). Other values are either
+    small or copied (read-only buffers), which aligns them."""
+    aligned_at = None
+    if length >= ALIGN_FROM_BYTES and storage.fills_own_buffers:
+        head = storage.read_range(key, start, min(length, _HEAD_BYTES))
+        aligned_at = _data_offset(head, length)
+    data = storage.read_range(key, start, length, aligned_at)
+    if len(data) != length:
+        raise CorruptRecordError(
+            f"truncated: index says {length} bytes, file has {len(data)}", where=f"{storage.uri}/{key}", offset=start
+        )
+    return record_value(data, storage.uri, key, start)
+
+
+def _data_offset(head: memoryview, length: int) -> int | None:
+    """Where the data of a record of `length` bytes starts, from its first bytes (None if unsure:
+    an uncommon layout, or a prefix longer than the head; the general path will decide)."""
+    if len(head) < HEADER_SIZE + 2:
+        return None
+    (payload_length,) = _LEN.unpack_from(head, 0)
+    if HEADER_SIZE + payload_length + FOOTER_SIZE != length:
+        return None
+    try:
+        layout = _layout(head, HEADER_SIZE, HEADER_SIZE + payload_length, whole=False)
+    except IndexError:
+        return None
+    return None if layout is None else layout[2]
 
 
 def record_value(buf: memoryview, uri: str, key: str, offset: int) -> np.ndarray:
@@ -162,10 +242,13 @@ def record_value(buf: memoryview, uri: str, key: str, offset: int) -> np.ndarray
         if (end + FOOTER_SIZE == size and crc == _length_crc(length)
                 and _U32.unpack_from(buf, end)[0] == _FOOTER_U32):
             try:
-                value = _lean_value(buf, HEADER_SIZE, end)
+                layout = _layout(buf, HEADER_SIZE, end)
             except IndexError:  # a length pointing past the record: let the general path say why
-                value = None
-            if value is not None:
+                layout = None
+            if layout is not None:
+                np_dtype, shape, data, _ = layout
+                # np.ndarray over the buffer: the view np.frombuffer(...).reshape(...) makes, at a quarter of its cost
+                value = np.ndarray(shape, np_dtype, buf, data)
                 return value if value.flags.writeable else value.copy()
     where = f"{uri}/{key}"
     payload = decode_record(buf, where=where, offset=offset)

@@ -14,10 +14,10 @@ from typing import Any
 
 import numpy as np
 
-from trial._decode import record_value
+from trial._decode import read_value
 from trial._index import IndexState, Location, parse_index_key
 from trial.collection import Collection, CollectionsFile
-from trial.errors import CorruptRecordError, MissingCollectionFiles, TensorUnavailable
+from trial.errors import MissingCollectionFiles, TensorUnavailable
 from trial.modes import ModeKeys, to_mode
 from trial.storage import Storage, open_storage
 from trial.tensor import Tensor
@@ -257,15 +257,8 @@ class Trial:
 
     # ---- reading ---------------------------------------------------------------------------
     def read_record(self, loc: Location) -> np.ndarray:
-        """The value stored at `loc`: one ranged read, checked framing, decoded (trial/_decode.py)."""
-        data = self.storage.read_range(loc.key, loc.start, loc.length)
-        if len(data) != loc.length:
-            raise CorruptRecordError(
-                f"truncated: index says {loc.length} bytes, file has {len(data)}",
-                where=f"{self.storage.uri}/{loc.key}",
-                offset=loc.start,
-            )
-        return record_value(data, self.storage.uri, loc.key, loc.start)
+        """The value stored at `loc`: a ranged read, checked framing, decoded (trial/_decode.py)."""
+        return read_value(self.storage, loc.key, loc.start, loc.length)
 
 
 def create_trial(

@@ -4,13 +4,14 @@ and corrupt records rejected with the general path's errors (file and offset nam
 from __future__ import annotations
 
 from pathlib import Path
+from typing import Any
 
 import numpy as np
 import pytest
 from tensorboard.compat.proto import tensor_pb2, tensor_shape_pb2
 
-from trial import CorruptRecordError, ModeKeys
-from trial._decode import HEADER_SIZE, _lean_value, record_value
+from trial import CorruptRecordError, ModeKeys, TrialWriter, create_trial
+from trial._decode import HEADER_SIZE, _layout, record_value
 from trial.proto import _field_bytes, _metadata_bytes, decode_event, encode_event
 from trial.tfrecord import decode_record, encode_record, iter_records
 
@@ -28,7 +29,7 @@ def framed(payload: bytes) -> memoryview:
 
 
 def lean_taken(record: memoryview) -> bool:
-    return _lean_value(record, HEADER_SIZE, len(record) - 4) is not None
+    return _layout(record, HEADER_SIZE, len(record) - 4) is not None
 
 
 @pytest.mark.parametrize("dtype", DTYPES)
@@ -41,6 +42,22 @@ def test_same_value_as_the_general_path(dtype: str, shape: tuple[int, ...]) -> N
     want = general(bytes(rec))
     assert got.dtype == want.dtype == value.dtype and got.shape == want.shape == shape
     np.testing.assert_array_equal(got, want)
+
+
+def test_one_tensor_over_many_steps() -> None:
+    """The steps of one tensor share their layout up to the data (what the lean walk keeps as a
+    template); where they do not (other digits in the metadata, another shape under the same name,
+    another dtype), each still decodes to its own value."""
+    rng = np.random.default_rng(0)
+    cases = [(step, rng.standard_normal((4, 5)).astype(np.float32)) for step in (0, 1, 9, 10, 99, 100, 10**6)]
+    cases += [(7, rng.standard_normal((5, 4)).astype(np.float32)), (8, np.arange(20, dtype=np.int64).reshape(4, 5)),
+              (11, rng.standard_normal((4, 5)).astype(np.float32))]
+    for _ in range(2):
+        for step, value in cases:
+            rec = framed(encode_event("layer.weight", value, step, ModeKeys.TRAIN, step, wall_time=float(step)))
+            got = record_value(rec, "u", "k", 0)
+            assert lean_taken(rec) and got.dtype == value.dtype and got.shape == value.shape
+            np.testing.assert_array_equal(got, value)
 
 
 def test_records_the_lean_walk_leaves_to_the_general_path() -> None:
@@ -120,6 +137,7 @@ def test_every_single_byte_corruption_decodes_as_the_general_path_or_is_rejected
     payload = encode_event("param/w_b.x", np.arange(12, dtype=np.float32).reshape(3, 4), 70, ModeKeys.TRAIN, 70,
                            wall_time=1.0)
     skipped = _spans_the_value_does_not_use(payload)
+    record_value(framed(payload), "u", "k", 0)  # the pristine record first: later ones meet its template
     for i in range(len(payload)):
         for flip in (0x01, 0x80, 0xFF):
             mutated = bytearray(payload)
@@ -155,3 +173,28 @@ def test_smdebug_written_records_take_the_lean_walk(fixture_trials: Path) -> Non
                 np.testing.assert_array_equal(got, want)
                 checked += 1
     assert checked > 500
+
+
+@pytest.mark.parametrize("backend", ["local", "s3"])
+def test_large_values_are_aligned_writable_and_right(backend: str, tmp_path: Path,
+                                                    request: pytest.FixtureRequest) -> None:
+    rng = np.random.default_rng(1)
+    values = {name: rng.standard_normal((700, 1001)).astype(np.float32)  # 2.7 MiB each
+              for name in ("w", "odd_name.weight_x", "t" * 5000)}  # the last one's layout outgrows the head read
+    TrialWriter(tmp_path).write_step(3, ModeKeys.TRAIN, 3, values.items())
+    path = str(tmp_path)
+    if backend == "s3":
+        s3_client: Any = request.getfixturevalue("s3_client")
+        bucket: str = request.getfixturevalue("bucket")
+        for f in tmp_path.rglob("*.*"):
+            s3_client.put_object(Bucket=bucket, Key=f"t/{f.relative_to(tmp_path).as_posix()}", Body=f.read_bytes())
+        path = f"s3://{bucket}/t"
+    trial = create_trial(path, s3_client=request.getfixturevalue("s3_client") if backend == "s3" else None)
+    for name, value in values.items():
+        got = trial.tensor(name).value(3)
+        np.testing.assert_array_equal(got, value)
+        assert got.flags.writeable
+        if len(name) < 100:  # a local read places the data on a cache line; S3 bodies are copied (numpy aligns)
+            assert got.flags.aligned and (backend == "s3" or got.ctypes.data % 64 == 0), name
+        got[0, 0] = 1e9  # its own memory
+        assert trial.tensor(name).value(3)[0, 0] == value[0, 0]

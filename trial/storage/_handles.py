@@ -88,15 +88,21 @@ class FileHandles:
         with self._lock:  # held across the pread: no descriptor is closed while in use
             cached = self._fds.get(path)
             if cached is None:
-                cached = os.open(path, os.O_RDONLY)
-                self.opened += 1
-                if len(self._paths) >= self.capacity:
-                    rng = self._random
-                    newest = len(self._paths) - 1
-                    self._evict(rng.randrange(newest + 1) if rng.randrange(RANDOM_EVICTION) == 0 else newest)
-                self._fds[path] = cached
-                self._paths.append(path)
-            return _read_fully(cached, buf, size, offset)
+                cached = self._open(path)
+            got = os.preadv(cached, [buf], offset)
+            return got if got == size or got == 0 else _read_fully(cached, buf, size, offset)
+
+    def _open(self, path: str) -> int:
+        """Open `path` into the cache, making room first (the lock held)."""
+        fd = os.open(path, os.O_RDONLY)
+        self.opened += 1
+        if len(self._paths) >= self.capacity:
+            rng = self._random
+            newest = len(self._paths) - 1
+            self._evict(rng.randrange(newest + 1) if rng.randrange(RANDOM_EVICTION) == 0 else newest)
+        self._fds[path] = fd
+        self._paths.append(path)
+        return fd
 
     def _evict(self, slot: int) -> None:
         """Close the descriptor of _paths[slot] (the lock held)."""

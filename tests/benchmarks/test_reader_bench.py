@@ -68,7 +68,7 @@ def test_quick_run_side_by_side_with_smdebug(tmp_path: Path, smdebug_python: Pat
         else:
             assert run["slept_s"] == 0.0
     for row in results["summary"]:
-        assert row["ratio_median"] is not None and row["verdict"] in ("PASS", "FAIL")
+        assert row["ratio_paired"] is not None and row["verdict"] in ("PASS", "FAIL")
         assert row["ratio_as_shipped"] > row["ratio_median"]  # the sleep, taken out, was real
 
 
@@ -81,23 +81,25 @@ def _run(workload: str, writer: str, variant: str, read_s: float, round_no: int 
 
 def test_summary_ratios_throughput_and_verdicts() -> None:
     runs = [
-        _run("small", "ours", "ours", 0.10, 0), _run("small", "ours", "ours", 0.30, 1), _run("small", "ours", "ours", 0.20, 2),
-        _run("small", "ours", "smdebug", 2.4, 0, slept_s=1.0), _run("small", "ours", "smdebug", 1.8, 1, slept_s=1.0),
-        _run("small", "ours", "smdebug", 2.0, 2, slept_s=1.0),
+        _run("small", "ours", "ours", 0.1, 0), _run("small", "ours", "ours", 0.2, 1), _run("small", "ours", "ours", 0.4, 2),
+        _run("small", "ours", "smdebug", 2.0, 0, slept_s=1.0), _run("small", "ours", "smdebug", 1.0, 1, slept_s=1.0),
+        _run("small", "ours", "smdebug", 3.0, 2, slept_s=1.0),
         _run("large", "smdebug", "ours", 1.0), _run("large", "smdebug", "smdebug", 8.0),
     ]
     small, large = reader_report.summarize(runs)
     assert small["ours"]["median_s"] == pytest.approx(0.2) and small["ours"]["min_s"] == pytest.approx(0.1)
-    assert small["ratio_median"] == pytest.approx(10.0) and small["ratio_min"] == pytest.approx(18.0)
-    assert small["ratio_as_shipped"] == pytest.approx(15.0) and small["verdict"] == "PASS"
+    assert small["ratio_median"] == pytest.approx(10.0) and small["ratio_min"] == pytest.approx(10.0)
+    assert small["ratio_paired"] == pytest.approx(7.5)  # per round: 20, 5, 7.5
+    assert small["ratio_as_shipped"] == pytest.approx(15.0)
+    assert small["verdict"] == "FAIL"  # the paired ratio decides
     assert large["ours"]["gbps_median"] == pytest.approx(2.0) and large["smdebug"]["gbps_median"] == pytest.approx(0.25)
     assert large["verdict"] == "PASS"
-    slower = reader_report.summarize([_run("small", "ours", "ours", 0.3), _run("small", "ours", "smdebug", 2.0),
+    faster = reader_report.summarize([_run("small", "ours", "ours", 0.1), _run("small", "ours", "smdebug", 1.2),
                                       _run("large", "ours", "ours", 2.5)])
-    assert [r["verdict"] for r in slower] == ["FAIL", "FAIL"]  # 6.7x; 0.8 GB/s
+    assert [r["verdict"] for r in faster] == ["PASS", "FAIL"]  # 12x; 0.8 GB/s
     text = reader_report.markdown({"settings": {**QUICK.__dict__, "mode": "quick"},
                                    "machine": {"cpus": 2, "work_dir_kind": "tmpfs"}, "summary": [small, large]})
-    assert "| ours | 10 | 0.200 / 0.100 | 2.000 / 1.800 | 10.0× / 18.0× | 10.0× | 15.0× | PASS |" in text
+    assert "| ours | 10 | 0.200 / 0.100 | 2.000 / 1.000 | 7.5× / 10.0× / 10.0× | 10.0× | 15.0× | FAIL |" in text
     assert "| smdebug | 2.00 / 2.00 | 0.25 / 0.25 | 8.0× | PASS |" in text
 
 

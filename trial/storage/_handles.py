@@ -28,7 +28,7 @@ try:
 except ImportError:  # not on Windows
     resource = None  # type: ignore[assignment]
 
-MAX_HANDLES = 256
+MAX_HANDLES = 512
 UNCACHED_READ_BYTES = 1 << 20  # reads from this size on open their own descriptor
 RANDOM_EVICTION = 8  # one eviction in this many picks a random descriptor, the others the newest
 _HAS_PREADV = hasattr(os, "preadv")

@@ -44,10 +44,10 @@ _HEAD_BYTES = 4096  # read first from a large record: holds its layout unless th
 _length_crcs: dict[int, int] = {}
 
 # _layout's templates: first _TEMPLATE_KEY_BYTES bytes of a Summary -> (its bytes up to the
-# tensor_content, dtype, shape, content bytes). One per tensor (per length of its metadata).
+# tensor_content, its length, dtype, shape, content bytes). One per tensor (and metadata length).
 _TEMPLATE_KEY_BYTES = 24
 _MAX_TEMPLATES = 1 << 14
-_templates: dict[bytes, tuple[bytes, np.dtype, tuple[int, ...], int]] = {}
+_templates: dict[bytes, tuple[bytes, int, np.dtype, tuple[int, ...], int]] = {}
 _Layout = tuple[np.dtype, tuple[int, ...], int, int]  # dtype, shape, data offset, data bytes
 
 # Event / Summary / Summary.Value / TensorProto / TensorShapeProto(.Dim) field keys (number << 3 | wire type).
@@ -111,15 +111,18 @@ def _layout(buf: memoryview, pos: int, end: int, whole: bool = True) -> _Layout 
     key = buf[pos: pos + _TEMPLATE_KEY_BYTES].tobytes()
     template = _templates.get(key)
     if template is not None:
-        prefix, np_dtype, shape, nbytes = template
+        prefix, span, np_dtype, shape, nbytes = template
         content = pos + len(prefix)
-        if buf[pos:content].tobytes() == prefix and (not whole or _tail_is_metadata(buf, content + nbytes, end)):
+        # the same bytes up to the data, the Summary ending where this record ends (its length is
+        # in the prefix), then the metadata: what the walk would check, it would find the same
+        if (end - pos == span and buf[pos:content].tobytes() == prefix
+                and (not whole or _tail_is_metadata(buf, content + nbytes, end))):
             return np_dtype, shape, content, nbytes
     walked = _walk(buf, pos, end, whole)
     if walked is not None:
         if len(_templates) >= _MAX_TEMPLATES:
             _templates.clear()
-        _templates[key] = (buf[pos:walked[2]].tobytes(), walked[0], walked[1], walked[3])
+        _templates[key] = (buf[pos:walked[2]].tobytes(), end - pos, walked[0], walked[1], walked[3])
     return walked
 
 

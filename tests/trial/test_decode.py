@@ -159,6 +159,22 @@ def test_every_single_byte_corruption_decodes_as_the_general_path_or_is_rejected
                 assert any(i in span for span in skipped), (i, flip)
 
 
+def test_a_record_like_a_known_one_but_longer_is_rejected_as_the_general_path_does() -> None:
+    """Same bytes as a decoded record up to the data, but a metadata length that runs past the
+    Summary's declared end (and the record grown to match, framing valid): the general path
+    rejects it, so must the hot path, template or not."""
+    value = np.arange(6, dtype=np.float32)
+    payload = bytearray(encode_event("grow", value, 5, ModeKeys.TRAIN, 5, wall_time=2.0))
+    record_value(framed(bytes(payload)), "u", "k", 0)  # known now
+    meta_at = payload.rindex(b"\x4a")
+    payload[meta_at + 1] += 3
+    grown = bytes(payload) + b"\x00\x00\x00"
+    with pytest.raises(CorruptRecordError):
+        general(bytes(framed(grown)))
+    with pytest.raises(CorruptRecordError, match="at offset 9: cannot decode event"):
+        record_value(framed(grown), "u", "k", 9)
+
+
 def test_smdebug_written_records_take_the_lean_walk(fixture_trials: Path) -> None:
     checked = 0
     for name in ("healthy_eval", "vanishing"):

@@ -1,6 +1,7 @@
 """One conformance suite for every Storage backend: a local directory and a real moto S3 server."""
 from __future__ import annotations
 
+import gc
 import os
 import sys
 import threading
@@ -117,7 +118,7 @@ def _files(root: Path, n: int, size: int = 64) -> list[tuple[str, bytes]]:
 
 def _read(handles: FileHandles, path: str, offset: int, size: int) -> bytes:
     buf = np.empty(size, dtype=np.uint8)
-    got = handles.read_into(path, buf, size, offset)
+    got = handles.read_into(1, path, buf, size, offset)
     return bytes(buf[:got])
 
 
@@ -184,6 +185,38 @@ def test_storages_share_one_bounded_set_of_descriptors(tmp_path: Path) -> None:
     for storage in storages:
         storage.close()
     assert len(handles) == 0 and _open_fds() == before
+
+
+def test_a_new_trial_never_reads_through_an_earlier_ones_descriptors(tmp_path: Path) -> None:
+    """A job run again under the same name replaces the trial's files: a trial opened afterwards
+    reads the new ones, even where an earlier trial of this process still holds the old ones open."""
+    (tmp_path / "events").mkdir()
+    (tmp_path / "events" / "a").write_bytes(b"old-contents")
+    handles = FileHandles(capacity=8)
+    earlier = LocalStorage(tmp_path, handles=handles)
+    assert bytes(earlier.read_range("events/a", 0, 3)) == b"old"
+    (tmp_path / "events" / "a.tmp").write_bytes(b"new-contents")
+    os.replace(tmp_path / "events" / "a.tmp", tmp_path / "events" / "a")  # as a writer replaces files
+    later = LocalStorage(tmp_path, handles=handles)
+    assert bytes(later.read_range("events/a", 0, 3)) == b"new"
+    # the earlier trial keeps reading the file it opened (its index describes that one)
+    assert bytes(earlier.read_range("events/a", 0, 3)) == b"old"
+
+
+@needs_proc_fds
+def test_a_collected_storage_gives_its_descriptors_back(tmp_path: Path) -> None:
+    _files(tmp_path, 4)
+    handles = FileHandles(capacity=16)
+    before = _open_fds()
+    storage = LocalStorage(tmp_path, handles=handles)
+    for i in range(3):
+        storage.read_range(f"f{i}", 0, 4)
+    assert _open_fds() == before + 3
+    storage.trial_cycle = storage  # type: ignore[attr-defined]  # held by a cycle, as a Trial is
+    del storage
+    gc.collect()
+    LocalStorage(tmp_path, handles=handles).read_range("f3", 0, 4)  # the next open closes them
+    assert len(handles) == 1 and _open_fds() == before + 1
 
 
 @needs_proc_fds

@@ -2,6 +2,7 @@
 from __future__ import annotations
 
 import os
+import weakref
 from pathlib import Path
 from typing import Any
 
@@ -9,7 +10,7 @@ import numpy as np
 
 from trial.errors import StorageError
 from trial.storage._base import Storage
-from trial.storage._handles import SHARED, FileHandles
+from trial.storage._handles import SHARED, FileHandles, new_owner
 
 _ALIGNMENT = 64  # numpy aligns its own allocations to 16 (64 with huge pages); cache lines are 64
 
@@ -23,6 +24,9 @@ class LocalStorage(Storage):
         self.root = Path(root)
         self._root_str = str(self.root)
         self._handles = SHARED if handles is None else handles
+        self._owner = new_owner()
+        # this storage's descriptors go back when it is collected (a Trial in a cycle: by the GC)
+        weakref.finalize(self, self._handles.owner_gone, self._owner)
 
     @property
     def uri(self) -> str:
@@ -56,7 +60,7 @@ class LocalStorage(Storage):
             buf = raw[shift: shift + length]
         path = self._root_str + "/" + key  # keys use "/"; cheaper than os.path.join
         try:
-            got = self._handles.read_into(path, buf, length, start)
+            got = self._handles.read_into(self._owner, path, buf, length, start)
         except FileNotFoundError:
             raise
         except OSError as e:
@@ -66,8 +70,8 @@ class LocalStorage(Storage):
 
     def close(self) -> None:
         """Close the descriptors kept open for reading files of this trial (optional: they are
-        bounded per process, and reused by the next reader of the same files)."""
-        self._handles.forget_under(self._root_str)
+        bounded per process, and closed when the storage is collected)."""
+        self._handles.forget_owner(self._owner, self._root_str)
 
     def write(self, key: str, data: bytes) -> None:
         path = self._path(key)

@@ -20,6 +20,7 @@ from __future__ import annotations
 import argparse
 import json
 import os
+import random
 import shutil
 import sys
 import time
@@ -99,12 +100,17 @@ def read_once(reader: str, trial_dir: Path, side_python: Path | None, baseline_r
 
 
 def run_reading(s: ReaderSettings, trials: dict[tuple[str, str], Path], readers: list[str],
-                side_python: Path | None, baseline_root: Path | None, log: Log) -> list[dict[str, Any]]:
+                side_python: Path | None, baseline_root: Path | None, log: Log,
+                rng: random.Random) -> list[dict[str, Any]]:
     runs = []
     for round_no in range(s.rounds):
         for (workload, writer), path in trials.items():
-            # alternate the order each round: neither reader always runs right after a write or the other
-            for reader in readers if round_no % 2 == 0 else readers[::-1]:
+            # A shuffled order each time: on this VM a run's time depends on what ran just before
+            # it (a process that allocated and freed 400 MB makes the next one's fresh memory
+            # slower or faster, measured), so no reader may keep one place in the sequence.
+            order = readers[:]
+            rng.shuffle(order)
+            for reader in order:
                 result = read_once(reader, path, side_python, baseline_root, s.worker_timeout_s)
                 result.update(workload=workload, writer=writer, variant=reader, round=round_no)
                 if result["values"] != expected_values(workload, s):
@@ -127,6 +133,7 @@ def parse_args(argv: list[str] | None) -> argparse.Namespace:
     parser.add_argument("--rounds", type=int)
     parser.add_argument("--small-steps", type=int)
     parser.add_argument("--large-steps", type=int, help="0: no large-tensor trials")
+    parser.add_argument("--seed", type=int, default=0, help="seed of the reading order shuffle")
     parser.add_argument("--results-dir", type=Path, default=DEFAULT_RESULTS_DIR)
     parser.add_argument("--work-dir", type=Path, help="where trials are written (default a tmpfs)")
     return parser.parse_args(argv)
@@ -160,7 +167,7 @@ def main(argv: list[str] | None = None, log: Log = print) -> int:
         log(f"reader benchmark ({settings.mode}): writing the trials to {work_kind}")
         trials = write_trials(settings, side_python, work, log)
         log(f"reading every value, {settings.rounds} round(s), readers: {', '.join(readers)}")
-        runs = run_reading(settings, trials, readers, side_python, args.baseline_root, log)
+        runs = run_reading(settings, trials, readers, side_python, args.baseline_root, log, random.Random(args.seed))
         mismatch = reader_report.check_same_values(runs)
         if mismatch is not None:
             raise BenchmarkError(f"the readers disagree: {mismatch}")

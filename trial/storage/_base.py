@@ -8,6 +8,9 @@ from pathlib import Path
 
 
 class Storage(ABC):
+    # True where read_range fills a buffer of the reader's own (and honours `aligned_at`)
+    fills_own_buffers = False
+
     @property
     @abstractmethod
     def uri(self) -> str:
@@ -18,9 +21,11 @@ class Storage(ABC):
         """The object's bytes, or `length` bytes from `start` (a ranged read). Raises
         FileNotFoundError when the key does not exist."""
 
-    def read_range(self, key: str, start: int, length: int) -> memoryview:
+    def read_range(self, key: str, start: int, length: int, aligned_at: int | None = None) -> memoryview:
         """A ranged read for decoding in place: writable where the backend can fill a buffer of
-        the reader's own (then values are views into it, no copy), else read-only (copied on decode)."""
+        the reader's own (then values are views into it, no copy), else read-only (copied on
+        decode, into aligned memory). `aligned_at`: a backend filling a buffer of its own places
+        that byte of the range on a 64-byte boundary."""
         return memoryview(self.read(key, start, length))
 
     @abstractmethod

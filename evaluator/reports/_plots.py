@@ -102,6 +102,31 @@ def envelope(x: Any, y: Any, max_points: int = MAX_POINTS) -> tuple[np.ndarray, 
     return np.asarray(xs), np.asarray(ys)
 
 
+def line_points(x: Any, y: Any, max_points: int = MAX_POINTS, gap_factor: float = 5.0
+                ) -> tuple[np.ndarray, np.ndarray]:
+    """The points a line is drawn through: split where x jumps by more than `gap_factor` times its
+    median step (a paused sampler, missing files: the line breaks there, NaN, instead of bridging
+    the gap), each part reduced by `envelope` in proportion to its length."""
+    x = np.asarray(x, dtype=np.float64)
+    y = np.asarray(y, dtype=np.float64)
+    if x.size < 3:
+        return x, y
+    steps = np.diff(x)
+    positive = steps[steps > 0]
+    if not positive.size:
+        return envelope(x, y, max_points)
+    cuts = (np.flatnonzero(steps > gap_factor * float(np.median(positive))) + 1).tolist()
+    if not cuts:
+        return envelope(x, y, max_points)
+    xs: list[np.ndarray] = []
+    ys: list[np.ndarray] = []
+    for lo, hi in zip([0, *cuts], [*cuts, x.size], strict=True):
+        px, py = envelope(x[lo:hi], y[lo:hi], max(2, max_points * (hi - lo) // x.size))
+        xs += [px, np.array([np.nan])]
+        ys += [py, np.array([np.nan])]
+    return np.concatenate(xs[:-1]), np.concatenate(ys[:-1])
+
+
 # Fixed margins (inches) rather than a layout engine: every chart of a page then has its plot
 # area at the same place and width, so charts over the same time range line up one under another.
 LEFT_IN, RIGHT_IN, BOTTOM_IN, TOP_IN = 0.8, 0.25, 0.5, 0.3
@@ -188,7 +213,7 @@ def _plot_line(ax: Any, line: Line, color: str) -> None:
             for a in artists:
                 a.set_rasterized(True)
         return
-    x, y = envelope(x, y)
+    x, y = line_points(x, y)
     drawstyle = "steps-post" if line.kind == "steps" else "default"
     ax.plot(x, y, color=color, linewidth=line.width, label=line.label or None, drawstyle=drawstyle)
 
@@ -254,11 +279,12 @@ def heatmap(matrix: Any, *, title: str, row_labels: Sequence[str], xlabel: str,
         if xlim is not None:
             ax.set_xlim(*xlim)
         if annotate and data.size <= 400:
-            mid = (np.nanmin(data) + np.nanmax(data)) / 2 if np.isfinite(data).any() else 0.0
             for (r, c), v in np.ndenumerate(data):
                 if np.isfinite(v):
+                    red, green, blue, _ = im.cmap(im.norm(v))
+                    dark = 0.299 * red + 0.587 * green + 0.114 * blue < 0.5  # the cell's colour, not its value
                     ax.text(c, r, f"{v:g}", ha="center", va="center", fontsize=8,
-                            color="white" if v < mid else "black")
+                            color="white" if dark else "black")
         ax.set_title(title)
         ax.set_xlabel(xlabel)
         if ylabel:

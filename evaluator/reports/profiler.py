@@ -178,7 +178,7 @@ def header(data: ProfilerReportInput) -> Html:
         ("training loop", _duration(s.loop_s)),
         ("initialization", _duration(s.initialization_s)),
         ("training steps", f"{train_steps:,}"),
-        ("rules triggered", f"{len(fired)} / {len(judged)}"),
+        ("rules triggered", f"{len(fired)} / {len(judged)}" if judged else "–"),
         ("CPU cores · GPUs", f"{s.cpu_cores} · {s.gpus}"),
     ]))
     return join(parts)

@@ -35,6 +35,7 @@ class WrittenJob:
     outlier_steps: tuple[int, ...]
     start_us: int
     end_us: int
+    gpus: int
 
 
 def write_job(root: Path, shape: JobShape = JobShape()) -> WrittenJob:
@@ -111,4 +112,4 @@ def write_job(root: Path, shape: JobShape = JobShape()) -> WrittenJob:
         sysw.write(samples, ts)
     sysw.write_end_marker()
     return WrittenJob(root, step, eval_steps, tuple(sorted(outliers)), T0 * 1_000_000,
-                      int((T0 + (n - 1) * shape.interval_s) * 1e6))
+                      int((T0 + (n - 1) * shape.interval_s) * 1e6), shape.gpus)

@@ -27,7 +27,9 @@ def rule_reports(job: WrittenJob) -> dict[str, dict[str, Any]]:
                        "Details": {"cores": 4, "dataloaders": 2}},
         "MaxInitializationTime": {"RuleTriggered": 0, "Violations": 0, "Datapoints": 1,
                                   "RuleParameters": "threshold:20", "Details": {}},
-        "LowGPUUtilization": {"RuleTriggered": 0, "Violations": 0, "Datapoints": 0,
+        # no GPU: nothing to judge; two GPUs at 30-60 %: underused
+        "LowGPUUtilization": {"RuleTriggered": 4 if job.gpus else 0, "Violations": 4 * job.gpus,
+                              "Datapoints": 8 * job.gpus,
                               "RuleParameters": "threshold_p95:70\nthreshold_p5:10\nwindow:500\npatience:1000"},
         "OverallSystemUsage": {"RuleTriggered": 0, "Violations": 0, "Datapoints": 1200, "RuleParameters": "",
                                "Details": {"CPU": {"algo-1": {"p50": 92, "p95": 97, "max": 100}}}},

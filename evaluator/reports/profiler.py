@@ -18,7 +18,6 @@ from evaluator.reports._page import (
     Section,
     badge,
     cards,
-    escape,
     fmt_number,
     join,
     key_values,
@@ -253,5 +252,5 @@ def write_profiler_report(storage: Storage, data: ProfilerReportInput, key: str 
     return key
 
 
-__all__ = ["PROFILER_REPORT_KEY", "RULE_REPORTS_DIR", "build_page", "escape", "finding",
+__all__ = ["PROFILER_REPORT_KEY", "RULE_REPORTS_DIR", "build_page", "finding",
            "render_profiler_report", "rules_table", "sorted_rules", "write_profiler_report"]

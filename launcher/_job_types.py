@@ -5,6 +5,7 @@ from dataclasses import dataclass
 from typing import Any
 
 from evaluator.actions import StopRequest
+from evaluator.watchdog import DEFAULT_RULE_TIMEOUT_S
 
 # SageMaker's default StoppingCondition.MaxRuntimeInSeconds (one day): the training's deadline.
 DEFAULT_MAX_RUNTIME_S = 86400.0
@@ -14,7 +15,9 @@ DEFAULT_MAX_RUNTIME_S = 86400.0
 class RunOptions:
     poll_interval_s: float = 1.0  # evaluators' polling (SDLOCAL_POLL_INTERVAL_S)
     upload_interval_s: float = 1.0
-    rule_timeout_s: float = 600.0  # how long evaluators may run on after training ended
+    rule_timeout_s: float = 600.0  # how long evaluators may run on after training ended (--rule-finish-timeout)
+    # one call of a rule's own code (custom rule import, one step's invoke_at_step): --rule-timeout
+    rule_call_timeout_s: float = DEFAULT_RULE_TIMEOUT_S
     stop_grace_s: float = 10.0
     action_poll_interval_s: float = 1.0  # how often to look for rules' StopTraining requests
     collections_timeout_s: float | None = None

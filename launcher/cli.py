@@ -74,6 +74,20 @@ _endpoint_option = click.option(
     "--s3-endpoint-url", metavar="URL",
     help="S3 endpoint (MinIO, LocalStack, moto). Default: AWS_ENDPOINT_URL_S3, else AWS if you have "
          "credentials, else the embedded S3 server.")
+def _positive_seconds(ctx: click.Context, param: click.Parameter, value: float | None) -> float | None:
+    """Timeouts and intervals: a number of seconds > 0 (inf: no limit), else one usage error."""
+    if value is not None and not value > 0:  # also NaN
+        raise click.BadParameter(f"{value:g} is not a number of seconds > 0", ctx=ctx, param=param)
+    return value
+
+
+# evaluator.watchdog.DEFAULT_RULE_TIMEOUT_S (not imported here: `sdlocal --help` stays quick; a test
+# keeps the two equal)
+DEFAULT_RULE_TIMEOUT_S = 300.0
+_rule_timeout_option = click.option(
+    "--rule-timeout", type=float, default=DEFAULT_RULE_TIMEOUT_S, show_default=True, callback=_positive_seconds,
+    help="Seconds one call of a rule's own code may run: the import of a custom rule file, its constructor, "
+         "one step's invoke_at_step. Past it the rule ends Error (waiting for data does not count).")
 _work_dir_option = click.option(
     "--work-dir", type=click.Path(file_okay=False, path_type=Path),
     help="The job directory (default $SDLOCAL_HOME/jobs/<job>, SDLOCAL_HOME defaults to ~/.sdlocal).")
@@ -122,9 +136,11 @@ def cli(debug: bool) -> None:
 @_endpoint_option
 @_work_dir_option
 @click.option("--overwrite", is_flag=True, help="Replace the outputs of an earlier job with the same name.")
-@click.option("--rule-timeout", type=float, default=600.0, show_default=True,
-              help="Seconds the evaluators may run on after training ended.")
-@click.option("--poll-interval", type=float, default=1.0, show_default=True, help="Evaluators' polling interval (s).")
+@_rule_timeout_option
+@click.option("--rule-finish-timeout", type=float, default=600.0, show_default=True, callback=_positive_seconds,
+              help="Seconds the evaluators may run on after training ended; those still running then end Error.")
+@click.option("--poll-interval", type=float, default=1.0, show_default=True, callback=_positive_seconds,
+              help="Evaluators' polling interval (s).")
 @click.option("--runtime", type=click.Choice(["process", "docker", "auto"]), envvar="SDLOCAL_RUNTIME",
               default="auto", show_default=True,
               help="Where training and evaluators run: subprocesses, containers, or docker when its engine "
@@ -140,7 +156,8 @@ def run(ctx: click.Context, spec_file: Path | None, entry_point: str | None, sou
         job_name: str | None, hyperparameters: tuple[tuple[str, str], ...], rules: tuple[str, ...],
         rule_params: tuple[str, ...], custom_rules: tuple[str, ...], hook_params: tuple[tuple[str, str], ...],
         collections: Any, channels: tuple[tuple[str, str], ...], s3_output_path: str | None, s3_endpoint_url: str | None, work_dir: Path | None,
-        overwrite: bool, rule_timeout: float, poll_interval: float, runtime: str, keep_containers: bool,
+        overwrite: bool, rule_timeout: float, rule_finish_timeout: float, poll_interval: float, runtime: str,
+        keep_containers: bool,
         rule_memory: str | None, rule_cpus: str | None, as_json: bool) -> None:
     """Run a training job with its Debugger rules, like CreateTrainingJob on SageMaker.
 
@@ -172,7 +189,8 @@ def run(ctx: click.Context, spec_file: Path | None, entry_point: str | None, sou
         click.echo(f"Ignored (SageMaker-only) fields: {', '.join(spec.ignored_fields)}", err=True)
     for warning in spec.warnings:
         click.echo(f"Warning: {warning}", err=True)
-    options = RunOptions(poll_interval_s=poll_interval, rule_timeout_s=rule_timeout, overwrite=overwrite)
+    options = RunOptions(poll_interval_s=poll_interval, rule_timeout_s=rule_finish_timeout,
+                         rule_call_timeout_s=rule_timeout, overwrite=overwrite)
     echo = lambda line: click.echo(line, err=True)  # noqa: E731
     all_rules = spec.debug_rules + spec.profiler_rules
     chosen = select_runtime(runtime, rule_images=[r.image for r in all_rules], training_image=spec.training_image,
@@ -244,7 +262,7 @@ def logs(job_name: str, rule_name: str | None, work_dir: Path | None) -> None:
 @cli.command()
 @click.argument("job_name")
 @_work_dir_option
-@click.option("--timeout", type=float, default=60.0, show_default=True,
+@click.option("--timeout", type=float, default=60.0, show_default=True, callback=_positive_seconds,
               help="Seconds to wait for the running launcher to stop the job.")
 def stop(job_name: str, work_dir: Path | None, timeout: float) -> None:
     """Stop a running job from another terminal (its rules end `Stopped`, as with Ctrl-C).
@@ -293,15 +311,20 @@ def _remove_job_containers(job_name: str) -> list[str]:
 @click.option("--rule", "rule_name", metavar="NAME", help="Built-in rule to run (see `sdlocal rules`).")
 @click.option("--param", "params", multiple=True, callback=_kv, metavar="K=V", help="A RuleParameter. Repeatable.")
 @click.option("--custom-rule", metavar="FILE.py:CLASS", help="Run a custom rule class from a file instead.")
+@_rule_timeout_option
 @_endpoint_option
 @click.option("--json", "as_json", is_flag=True, help="Print the final status as JSON.")
-def evaluate(trial: str, rule_name: str | None, params: tuple[tuple[str, str], ...], custom_rule: str | None,
-             s3_endpoint_url: str | None, as_json: bool) -> None:
+@click.pass_context
+def evaluate(ctx: click.Context, trial: str, rule_name: str | None, params: tuple[tuple[str, str], ...],
+             custom_rule: str | None, rule_timeout: float, s3_endpoint_url: str | None, as_json: bool) -> None:
     """Evaluate one rule on a finished TRIAL (a local folder or an s3:// debug-output prefix).
 
-    Exit 0 when the rule ran (IssuesFound or NoIssuesFound), 1 on Error.
+    The rule runs in an evaluator process of its own (a custom rule that exits, crashes or hangs
+    ends `Error`, saying how). Exit 0 when the rule ran (IssuesFound or NoIssuesFound), 1 on
+    Error, 130 when interrupted.
     """
-    from evaluator.api import evaluate_trial
+    from launcher._evaluate import evaluate_isolated
+    from launcher.job import stop_on_signals
 
     custom_file = None
     if custom_rule:
@@ -310,12 +333,15 @@ def evaluate(trial: str, rule_name: str | None, params: tuple[tuple[str, str], .
             raise click.BadParameter("expected FILE.py:CLASS", param_hint="--custom-rule")
     if not rule_name:
         raise click.UsageError("give --rule NAME or --custom-rule FILE.py:CLASS")
-    endpoint_url = None
-    if trial.startswith("s3://"):
-        endpoint_url = _endpoint(s3_endpoint_url).url
-    status = evaluate_trial(trial, rule_name, dict(params), custom_rule_file=custom_file, endpoint_url=endpoint_url)
-    row = status.to_dict()
+    endpoint_env = _endpoint(s3_endpoint_url).child_env() if trial.startswith("s3://") else {}
+    stop = threading.Event()
+    with stop_on_signals(stop):
+        row = evaluate_isolated(trial, rule_name, dict(params), custom_rule_file=custom_file,
+                                endpoint_env=endpoint_env, rule_timeout_s=rule_timeout, stop=stop,
+                                echo=lambda line: click.echo(line, err=True))
     _print_statuses([row], as_json)
+    if row["RuleEvaluationStatus"] == "Stopped":
+        ctx.exit(130)
     if row["RuleEvaluationStatus"] not in ("IssuesFound", "NoIssuesFound"):
         # the culprit (unknown rule, bad parameter, custom rule that fails to import, corrupt
         # tensor file) is in StatusDetails: say it once more on stderr as the command's error

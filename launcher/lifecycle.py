@@ -253,9 +253,11 @@ class JobLifecycle:
         if self.clock() < self._next_check:
             return
         self._next_check = self.clock() + self.options.settle_interval_s
+        for _, note in self.evaluators.watchdog_notes():
+            self.echo(note)
         for e in self._look(self.evaluators.settle) or ():
-            self.echo(f"Rule {e.rule.name}: its evaluator exited (code {e.handle.poll()}) without a "
-                      "status: Error (see `sdlocal logs --rule`)")
+            self.echo(f"Rule {e.rule.name}: {e.death} without a status: Error "
+                      f"(see `sdlocal logs {self.spec.job_name} --rule {e.rule.name}`)")
 
     def end_training(self) -> None:
         """Whatever happened: stop what runs, upload what exists, mark the end."""
@@ -374,7 +376,7 @@ class JobLifecycle:
             debug_output=spec.debug_output, rule_output=rule.output, log_path=self.job_dir.rule_log(rule.name),
             profiler_output=profiler_output, poll_interval_s=options.poll_interval_s,
             collections_timeout_s=options.collections_timeout_s, image=rule.image, env=env,
-            instance_type=rule.instance_type,
+            instance_type=rule.instance_type, rule_timeout_s=options.rule_call_timeout_s,
         )
 
 

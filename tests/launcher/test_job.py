@@ -344,7 +344,7 @@ def test_an_evaluator_dying_while_training_runs_reads_error_at_once(
     result, lines = run(make_spec(tmp_path, bucket), tmp_path, runtime, moto_server, s3_client, stop=stop)
     assert "error" in seen and "exited" in seen
     assert seen["error"] - seen["exited"] < 5.0  # noticed within the settle interval (1 s) and an S3 round
-    assert "Rule R1: its evaluator exited (code 1) without a status: Error (see `sdlocal logs --rule`)" in lines
+    assert "Rule R1: its evaluator exited (code 1) without a status: Error (see `sdlocal logs job-1 --rule R1`)" in lines
     assert statuses(result)["R1"][0] == "Error"  # not overwritten by the stop
     assert statuses(result)["R2"] == ("Stopped", "Stopped: the training job was stopped")
 

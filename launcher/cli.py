@@ -166,6 +166,7 @@ def run(ctx: click.Context, spec_file: Path | None, entry_point: str | None, sou
 
       sdlocal run --entry-point train.py -p lr=0.1 --rule VanishingGradient --rule-param threshold=1e-6
     """
+    from launcher._job_types import describe_outcome
     from launcher._values import is_debugger_rule_image
     from launcher.job import RunOptions, run_job, stop_on_signals
     from launcher.runtime import ProcessRuntime
@@ -215,9 +216,9 @@ def run(ctx: click.Context, spec_file: Path | None, entry_point: str | None, sou
             watcher.close()
             chosen.close()
             unregister(home, spec.job_name)
-    echo(f"Training job {result.job_name}: {result.training_status}")
-    if result.failure_reason:
-        echo(f"FailureReason: {result.failure_reason}")
+    echo(describe_outcome(result.job_name, {"TrainingJobStatus": result.training_status,
+                                            "SecondaryStatus": result.secondary_status,
+                                            "FailureReason": result.failure_reason}) or "")
     _print_statuses(result.statuses, as_json)
     if result.stopped:
         ctx.exit(130)
@@ -235,10 +236,14 @@ def run(ctx: click.Context, spec_file: Path | None, entry_point: str | None, sou
 def summary(job_name: str, s3_output_path: str | None, s3_endpoint_url: str | None, work_dir: Path | None,
             as_json: bool) -> None:
     """The rules' evaluation statuses of JOB_NAME (Debugger rules, then profiler rules)."""
-    from launcher.summary import rule_job_summary, rules_of_job
+    from launcher.summary import rule_job_summary, rules_of_job, training_outcome
 
     client = _endpoint(s3_endpoint_url).client()
-    refs = rules_of_job(client, job_name, output_path=s3_output_path, job_dir=_job_dir(job_name, work_dir).root)
+    job_dir = _job_dir(job_name, work_dir).root
+    refs = rules_of_job(client, job_name, output_path=s3_output_path, job_dir=job_dir)
+    outcome = training_outcome(job_name, job_dir)
+    if outcome:
+        click.echo(outcome, err=True)
     _print_statuses(rule_job_summary(client, refs), as_json)
 
 

@@ -43,6 +43,7 @@ class TrainingLaunch:
     training_env: TrainingEnvironment | None = None  # what the SageMaker training toolkit tells the script
     environment: tuple[tuple[str, str], ...] = ()  # the request's Environment
     data_inputs: tuple[DataInput, ...] = ()
+    network_isolation: bool = False  # EnableNetworkIsolation: no network at all for the training
 
     @property
     def job_root(self) -> Path:
@@ -209,6 +210,8 @@ class Handle(abc.ABC):
 
 
 class Runtime(abc.ABC):
+    isolates_network = False  # can run the training with no network at all (EnableNetworkIsolation)
+
     @abc.abstractmethod
     def start_training(self, launch: TrainingLaunch) -> Handle: ...
 

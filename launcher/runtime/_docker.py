@@ -22,7 +22,7 @@ from typing import Any
 
 from launcher.errors import RuntimeLaunchError
 from launcher.runtime import _relay
-from launcher.runtime._base import Handle, RuleLaunch, Runtime, TrainingLaunch
+from launcher.runtime._base import ExitInfo, Handle, RuleLaunch, Runtime, TrainingLaunch
 from launcher.runtime._docker_config import (
     CODE_DIR,
     GATEWAY_PORT,
@@ -65,6 +65,7 @@ class DockerHandle(Handle):
         super().__init__(name, log_path, labels)
         self.container = container
         self._exit: int | None = None
+        self._exit_info: ExitInfo | None = None
         self._done = threading.Event()
         self._closing = threading.Event()
         log_path.parent.mkdir(parents=True, exist_ok=True)
@@ -100,8 +101,22 @@ class DockerHandle(Handle):
             except docker.errors.DockerException:
                 break
         self._log_thread.join(10.0)  # the log file holds the last lines before poll() says "exited"
+        self._exit_info = self._inspect_exit(code)
         self._exit = code
         self._done.set()
+
+    def _inspect_exit(self, code: int) -> ExitInfo:
+        """How the container ended: the engine knows whether its memory cgroup killed it."""
+        failures: tuple[type[BaseException], ...] = (*_docker_errors(), ValueError, TypeError, AttributeError)
+        try:
+            self.container.reload()
+            state, host = self.container.attrs.get("State") or {}, self.container.attrs.get("HostConfig") or {}
+            return ExitInfo.of_container(code, bool(state.get("OOMKilled")), int(host.get("Memory") or 0))
+        except failures:  # removed already (sdlocal stop, docker rm -f), or the engine is away
+            return ExitInfo.of_container(code)
+
+    def exit_info(self) -> ExitInfo | None:
+        return self._exit_info if self._done.is_set() else None
 
     def poll(self) -> int | None:
         return self._exit

@@ -62,6 +62,9 @@ class ProcessRuntime(Runtime):
         self.num_gpus = num_gpus
 
     def start_training(self, launch: TrainingLaunch) -> ProcessHandle:
+        if launch.network_isolation:
+            raise RuntimeLaunchError("EnableNetworkIsolation: a training process of this host cannot be cut off "
+                                     "the network; use the docker runtime")
         if self.num_gpus is None:
             self.num_gpus = count_gpus()
         return self._start(f"training {launch.job_name}", launch.log_path,

@@ -256,7 +256,8 @@ def test_profiler_rules_get_one_evaluator_each_listed_after_debugger_rules(
     out = CliRunner().invoke(cli, ["summary", "job-1", "--work-dir", str(tmp_path / "jobs" / "job-1"), "--json",
                                    "--s3-endpoint-url", moto_server])
     assert out.exit_code == 0, out.output
-    assert [r["RuleConfigurationName"] for r in json.loads(out.output)] == ["R1", "ProfilerReport"]
+    assert [r["RuleConfigurationName"] for r in json.loads(out.stdout)] == ["R1", "ProfilerReport"]
+    assert out.stderr == "Training job job-1: Completed\n"  # from the job record
 
 
 def test_a_profiler_rule_the_evaluator_cannot_run_gets_no_evaluator(
@@ -359,7 +360,12 @@ def test_training_past_its_maximum_runtime_is_stopped_and_the_rules_finish(
                         max_runtime_s=5.0)
     assert time.monotonic() - started < 60
     assert result.max_runtime_exceeded and result.training_status == "Stopped" and not result.training_failed
-    assert "Training job job-1 ran past its maximum runtime (5 s): stopping it; the rules finish their evaluation" in lines
+    assert ("Training job job-1: MaxRuntimeExceeded: The job stopped because it exceeded the maximum allowed runtime. "
+            "(StoppingCondition.MaxRuntimeInSeconds: 5 s) Stopping it (SIGTERM, SIGKILL after 120 s); "
+            "the rules finish their evaluation") in lines
+    record = json.loads((tmp_path / "jobs" / "job-1" / "job.json").read_text())
+    assert (record["TrainingJobStatus"], record["SecondaryStatus"]) == ("Stopped", "MaxRuntimeExceeded")
+    assert "FailureReason" not in record  # the service gives one to Failed jobs only
     assert statuses(result) == {"R1": ("NoIssuesFound", "")}
     assert "out/job-1/debug-output/training_job_end.ts" in keys(s3_client, bucket)
     assert gone(int((tmp_path / "pids" / "training").read_text()))

@@ -150,6 +150,9 @@ def cli(debug: bool) -> None:
               help="docker: memory limit of each evaluator container (default: its InstanceType's, else 2g).")
 @click.option("--rule-cpus", metavar="N",
               help="docker: CPU limit of each evaluator container (default: its InstanceType's, else 1).")
+@click.option("--training-user", metavar="UID[:GID]|root",
+              help="docker: the training container's user (default: you, or uid 1000 when sdlocal runs as root; "
+                   "`root` for an image that needs it).")
 @click.option("--json", "as_json", is_flag=True, help="Print the rule statuses as JSON.")
 @click.pass_context
 def run(ctx: click.Context, spec_file: Path | None, entry_point: str | None, source_dir: Path | None,
@@ -158,7 +161,7 @@ def run(ctx: click.Context, spec_file: Path | None, entry_point: str | None, sou
         collections: Any, channels: tuple[tuple[str, str], ...], s3_output_path: str | None, s3_endpoint_url: str | None, work_dir: Path | None,
         overwrite: bool, rule_timeout: float, rule_finish_timeout: float, poll_interval: float, runtime: str,
         keep_containers: bool,
-        rule_memory: str | None, rule_cpus: str | None, as_json: bool) -> None:
+        rule_memory: str | None, rule_cpus: str | None, training_user: str | None, as_json: bool) -> None:
     """Run a training job with its Debugger rules, like CreateTrainingJob on SageMaker.
 
     SPEC_FILE is a CreateTrainingJob request (JSON or YAML, e.g. the body the SageMaker Python SDK
@@ -172,6 +175,7 @@ def run(ctx: click.Context, spec_file: Path | None, entry_point: str | None, sou
     from launcher.runtime import ProcessRuntime
     from launcher.runtime._control import StopWatcher, register, unregister
     from launcher.runtime._docker_config import RuleLimits
+    from launcher.runtime._docker_config import training_user as parse_training_user
     from launcher.runtime._select import select_runtime
     from launcher.s3 import sdlocal_home
     from launcher.spec import DEFAULT_S3_OUTPUT_PATH, JobSpec, load_request
@@ -196,7 +200,7 @@ def run(ctx: click.Context, spec_file: Path | None, entry_point: str | None, sou
     all_rules = spec.debug_rules + spec.profiler_rules
     chosen = select_runtime(runtime, rule_images=[r.image for r in all_rules], training_image=spec.training_image,
                             limits=RuleLimits.from_flags(rule_memory, rule_cpus) if rule_memory or rule_cpus else None,
-                            keep=keep_containers, echo=echo)
+                            keep=keep_containers, training_user=parse_training_user(training_user), echo=echo)
     if isinstance(chosen, ProcessRuntime):
         for rule in all_rules:
             if not is_debugger_rule_image(rule.image):

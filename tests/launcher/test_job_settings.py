@@ -3,6 +3,7 @@ the field for a bad value; a job asking for network isolation is refused by the 
 before anything starts."""
 from __future__ import annotations
 
+import json
 from pathlib import Path
 from typing import Any
 
@@ -67,3 +68,71 @@ def test_the_process_runtime_refuses_network_isolation_before_anything_starts(tm
         run_job(spec, job_dir=JobDir(tmp_path / "job"), endpoint=S3Endpoint("http://127.0.0.1:9", "flag"),
                 runtime=ProcessRuntime(), echo=lambda _: None, client=NoS3())
     assert not (tmp_path / "job").exists()
+
+
+HANGS = '''import os, signal, sys, time
+open(os.path.join(os.environ["PIDS_DIR"], "training"), "w").write(str(os.getpid()))
+
+def save_and_leave(signum, frame):  # SageMaker's SIGTERM window: save the model, then leave
+    open(os.path.join(os.environ["SM_MODEL_DIR"], "model.txt"), "w").write("saved on SIGTERM")
+    sys.exit(0)
+
+signal.signal(signal.SIGTERM, save_and_leave)
+print("training, forever", flush=True)
+while True:
+    time.sleep(0.1)
+'''
+
+
+def test_max_runtime_stops_a_hanging_training_as_sagemaker_does(
+        tmp_path: Path, moto_server: str, s3_client: Any, bucket: str, monkeypatch: pytest.MonkeyPatch) -> None:
+    """`sdlocal run` of a request with StoppingCondition.MaxRuntimeInSeconds: 2 whose training never
+    ends: SIGTERM at 2 s (the script saves its model in the window), the job reads Stopped /
+    MaxRuntimeExceeded in run's output, job.json and `summary`, the model is published, exit 0."""
+    import io
+    import tarfile
+    import time
+
+    from click.testing import CliRunner
+
+    from launcher.cli import cli
+    from tests.launcher._procs import gone
+
+    monkeypatch.setenv("SDLOCAL_HOME", str(tmp_path / "home"))
+    monkeypatch.setenv("PIDS_DIR", str(tmp_path))
+    (tmp_path / "src").mkdir()
+    (tmp_path / "src" / "hang.py").write_text(HANGS)
+    (tmp_path / "job.json").write_text(json.dumps({
+        "TrainingJobName": "hangs", "EntryPoint": "hang.py", "SourceDir": "src",
+        "StoppingCondition": {"MaxRuntimeInSeconds": 2},
+        "OutputDataConfig": {"S3OutputPath": f"s3://{bucket}/out"}}))
+    work = tmp_path / "work"
+    started = time.monotonic()
+    result = CliRunner().invoke(cli, ["run", str(tmp_path / "job.json"), "--runtime", "process", "--work-dir",
+                                      str(work), "--s3-endpoint-url", moto_server, "--s3-output-path",
+                                      f"s3://{bucket}/out"])
+    took = time.monotonic() - started
+    assert result.exit_code == 0, result.output  # Stopped is not a failure (the SDK's wait() accepts it)
+    assert 2.0 <= took < 60
+    outcome = "Training job hangs: Stopped (MaxRuntimeExceeded: The job stopped because it exceeded the maximum " \
+              "allowed runtime.)"
+    assert outcome in result.stderr.splitlines()
+    assert ("Training job hangs: MaxRuntimeExceeded: The job stopped because it exceeded the maximum allowed "
+            "runtime. (StoppingCondition.MaxRuntimeInSeconds: 2 s) Stopping it (SIGTERM, SIGKILL after 120 s); "
+            "the rules finish their evaluation") in result.stderr
+    assert "FailureReason" not in result.stderr
+    record = json.loads((work / "job.json").read_text())
+    assert (record["TrainingJobStatus"], record["SecondaryStatus"]) == ("Stopped", "MaxRuntimeExceeded")
+    assert record["StoppingCondition"]["MaxRuntimeInSeconds"] == 2 and "FailureReason" not in record
+    (transition,) = record["SecondaryStatusTransitions"]
+    assert transition["Status"] == "MaxRuntimeExceeded"
+    assert transition["StatusMessage"] == "The job stopped because it exceeded the maximum allowed runtime."
+    assert gone(int((tmp_path / "training").read_text()))
+    # the model saved in the SIGTERM window is published, as SageMaker uploads it on a stop
+    body = s3_client.get_object(Bucket=bucket, Key="out/hangs/output/model.tar.gz")["Body"].read()
+    with tarfile.open(fileobj=io.BytesIO(body)) as tar:
+        member = tar.extractfile("model.txt")
+        assert member is not None and member.read() == b"saved on SIGTERM"
+    summary = CliRunner().invoke(cli, ["summary", "hangs", "--work-dir", str(work), "--s3-endpoint-url", moto_server])
+    assert summary.exit_code == 0, summary.output
+    assert summary.stderr.splitlines() == [outcome]

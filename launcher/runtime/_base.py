@@ -157,10 +157,10 @@ class ExitInfo:
         return cls(code, code - 128 if 128 < code < 160 else None, oom_killed, memory_limit_bytes or None)
 
     def describe(self) -> str:
-        """'exited (code 1)', 'was killed by signal 9 (SIGKILL)', 'was OOM-killed (code 137): ...'."""
+        """'exited (code 1)', 'was killed by signal 9 (SIGKILL)', 'was OOM-killed (code 137: ...)'."""
         if self.oom_killed:
             limit = f" of {_size(self.memory_limit_bytes)}" if self.memory_limit_bytes else ""
-            return f"was OOM-killed (code {self.code}): it went over its memory limit{limit}"
+            return f"was OOM-killed (code {self.code}: over its memory limit{limit})"
         if self.signal is not None and self.code < 0:
             return f"was killed by signal {self.signal} ({_signal_name(self.signal)})"
         if self.signal is not None:

@@ -50,7 +50,7 @@ def test_how_it_ended() -> None:
     assert ExitInfo.of_process(-9).describe() == "was killed by signal 9 (SIGKILL)"  # OOM killer or not: unknown
     assert ExitInfo.of_container(137).describe() == "exited (code 137: killed by signal 9, SIGKILL)"
     assert ExitInfo.of_container(137, True, 256 * 1024**2).describe() == (
-        "was OOM-killed (code 137): it went over its memory limit of 256 MiB")
+        "was OOM-killed (code 137: over its memory limit of 256 MiB)")
     assert ExitInfo.of_container(3).describe() == "exited (code 3)"
 
 

@@ -5,6 +5,9 @@ from inside another module's forward) and has trainable parameters gets a Hook; 
 called at top level are registered as losses. The global hooks are removed a few steps after the
 model is found, so the rest of training pays only for the per-module hooks.
 
+A job with a profiler config and no hook config gets a hook that saves no tensor (and writes no
+trial): it only drives the framework timeline (hook._timeline).
+
 One hook per job: when the script has made its own hook (`smd.Hook(...)`,
 `Hook.create_from_json_file()`, `get_hook(create_if_not_exists=True)`, a Hook subclass, or
 sdlocal's `hook.pytorch.Hook`) before its first forward, no hook is attached at all; when it makes
@@ -22,12 +25,15 @@ from hook.pytorch import Hook
 
 # Loss modules are usually called in the first step; after this many steps we stop looking.
 LOSS_SEARCH_STEPS = 3
+# The zero-code hook of a job that profiles but saves no tensor.
+TIMELINE_ONLY = HookConfig(collections=(), saved_collection_names=frozenset())
 
 
 class AutoAttach:
-    """Installs the global hooks; `close()` removes them and closes the Hook (if one was made)."""
+    """Installs the global hooks; `close()` removes them and closes the Hook (if one was made).
+    `config` None: the hook only records the framework timeline."""
 
-    def __init__(self, config: HookConfig) -> None:
+    def __init__(self, config: HookConfig | None) -> None:
         self.config = config
         self.hook: Hook | None = None
         self._depth = 0
@@ -56,7 +62,10 @@ class AutoAttach:
                 return
             if not any(p.requires_grad for p in module.parameters()):
                 return
-            hook = self.hook = Hook(self.config, auto=True)
+            if self.config is None:
+                hook = self.hook = Hook(TIMELINE_ONLY, auto=True, dry_run=True)
+            else:
+                hook = self.hook = Hook(self.config, auto=True)
             hook.register_module(module)
             # The module's own pre-hook list was read before we registered: start the step here.
             hook._on_step_start(module, inputs)

@@ -295,21 +295,20 @@ def _parse_bool(value: Any, where: str) -> bool:
 def _parse_number(value: Any, where: str, *, minimum: float | None = None, positive: bool = False,
                   integral: bool = False) -> float:
     """A number, or a string holding one (SageMaker passes strings)."""
+    what = "an integer" if integral else "a number"
     if isinstance(value, bool):
-        raise HookConfigError(where, f"expected a number, got {value!r}")
+        raise HookConfigError(where, f"expected {what}, got {value!r}")
     if isinstance(value, (int, float)):
         out = float(value)
     elif isinstance(value, str):
         try:
             out = float(value.strip())
         except ValueError:
-            raise HookConfigError(where, f"expected a number, got {value!r}") from None
+            raise HookConfigError(where, f"expected {what}, got {value!r}") from None
     else:
-        raise HookConfigError(where, f"expected a number, got {value!r}")
-    if not math.isfinite(out):
-        raise HookConfigError(where, f"expected a finite number, got {value!r}")
-    if integral and not out.is_integer():
-        raise HookConfigError(where, f"expected an integer, got {value!r}")
+        raise HookConfigError(where, f"expected {what}, got {value!r}")
+    if not math.isfinite(out) or (integral and not out.is_integer()):
+        raise HookConfigError(where, f"expected {what}, got {value!r}")
     if positive and out <= 0:
         raise HookConfigError(where, f"must be > 0, got {value!r}")
     if minimum is not None and out < minimum:

@@ -51,8 +51,31 @@ RESOURCE_CONFIG = "/opt/ml/input/config/resourceconfig.json"
 DRAIN_INTERVAL_S = 0.5
 CLOSE_TIMEOUT_S = 30.0
 
-Event = tuple[str, str, int, int, Mapping[str, Any] | None]  # phase, name, start_us, end_us, args
-_STEP_PHASES = {m: step_phase(m.name) for m in ModeKeys}
+# phase, name, start_us, end_us, args; or a step as the training thread leaves it (phase None):
+# None, mode, mode step, model name, start, forward end, optimizer step start and end.
+Event = tuple[Any, ...]
+_STEP_PHASES = {int(m): step_phase(m.name) for m in ModeKeys}
+_GLOBAL = int(ModeKeys.GLOBAL)
+
+
+def _expand(raw: list[Event]) -> list[Event]:
+    """The writer thread's side of a step: its Step, Forward and Backward(post-forward) events.
+    Step: from the forward's start to the optimizer step's end (else the forward's end); Backward:
+    from the forward's end to the optimizer step's start, when there was one."""
+    out: list[Event] = []
+    for ev in raw:
+        if ev[0] is not None:
+            out.append(ev)
+            continue
+        _, mode, mode_step, name, start, fwd_end, opt_start, opt_end = ev
+        args = {"step_num": mode_step}
+        phase = _STEP_PHASES[mode]
+        out.append((phase, phase, start, max(fwd_end, opt_end, start), args))
+        if fwd_end:
+            out.append((FORWARD_PHASE, name, start, fwd_end, args))
+            if opt_start >= fwd_end:
+                out.append((BACKWARD_PHASE, name, fwd_end, opt_start, args))
+    return out
 
 
 class RangeTracker:
@@ -142,11 +165,12 @@ class Timeline:
         self._open_failures = 0
         self.events_written = 0
         self.events_dropped = 0
-        # Steps begun so far (global, per mode), and the step in progress: its mode, mode step,
-        # start; the forward's end and the optimizer step's start and end.
+        # Steps begun so far: global, and per mode (indexed by the ModeKeys value). The step in
+        # progress: its mode (0: none), mode step, name, start; the forward's end and the
+        # optimizer step's start and end.
         self.step = -1
-        self.mode_steps = {m: -1 for m in ModeKeys}
-        self._mode: ModeKeys | None = None
+        self._counts = [-1] * (max(ModeKeys) + 1)
+        self._mode = 0
         self._mode_step = -1
         self._start_us = 0
         self._name = ""
@@ -163,17 +187,20 @@ class Timeline:
                 logger.info("sdlocal profiler: %s is not supported by this hook; ignored", what)
 
     # ------------------------------------------------------------------ training thread
+    @property
+    def mode_steps(self) -> dict[ModeKeys, int]:
+        return {m: self._counts[m] for m in ModeKeys}
+
     def step_start(self, mode: ModeKeys, name: str) -> None:
-        """The registered model's forward pre-hook: closes the previous step, opens this one."""
+        """The registered model's forward pre-hook: closes the previous step, opens this one.
+        Runs every step: only plain values are stored (the writer thread makes the events)."""
         now = self.clock_us()
-        if self._mode is not None:
-            self._emit_step()
-        self.step += 1
-        if mode is ModeKeys.GLOBAL:
-            self._mode_step = self.step
-        else:
-            self._mode_step = self.mode_steps[mode] + 1
-        self.mode_steps[mode] = self._mode_step
+        if self._mode:
+            self._events.append((None, self._mode, self._mode_step, self._name, self._start_us,  # type: ignore[arg-type]
+                                 self._fwd_end, self._opt_start, self._opt_end))
+        self.step = step = self.step + 1
+        mode_step = step if mode == _GLOBAL else self._counts[mode] + 1
+        self._counts[mode] = self._mode_step = mode_step
         self._mode = mode
         self._name = name
         self._start_us = now
@@ -197,11 +224,11 @@ class Timeline:
         self._fwd_end = self.clock_us()
 
     def _optimizer_pre(self, optimizer: Any, args: Any, kwargs: Any) -> None:
-        if self._mode is not None and not self._opt_start:
+        if self._mode and not self._opt_start:
             self._opt_start = self.clock_us()
 
     def _optimizer_post(self, optimizer: Any, args: Any, kwargs: Any) -> None:
-        if self._mode is not None:
+        if self._mode:
             self._opt_end = self.clock_us()
 
     def attach(self) -> None:
@@ -247,16 +274,9 @@ class Timeline:
         return ok
 
     def _emit_step(self) -> None:
-        start, fwd_end, opt_start = self._start_us, self._fwd_end, self._opt_start
-        args = {"step_num": self._mode_step}
-        assert self._mode is not None
-        phase = _STEP_PHASES[self._mode]
-        self._events.append((phase, phase, start, max(fwd_end, self._opt_end, start), args))
-        if fwd_end:
-            self._events.append((FORWARD_PHASE, self._name, start, fwd_end, args))
-            if opt_start >= fwd_end:
-                self._events.append((BACKWARD_PHASE, self._name, fwd_end, opt_start, args))
-        self._mode = None
+        self._events.append((None, self._mode, self._mode_step, self._name, self._start_us,  # type: ignore[arg-type]
+                             self._fwd_end, self._opt_start, self._opt_end))
+        self._mode = 0
 
     # ------------------------------------------------------------------ writing
     def _start_thread(self) -> None:
@@ -287,7 +307,7 @@ class Timeline:
                     clock_us=self.clock_us, start_time_us=self.start_time_us)
             if n:
                 assert writer is not None
-                batch = [events.popleft() for _ in range(n)]
+                batch = _expand([events.popleft() for _ in range(n)])
                 try:
                     self.events_written += writer.record_many(batch)
                     self._open_failures = 0
@@ -318,7 +338,7 @@ class Timeline:
     def close(self, timeout_s: float = CLOSE_TIMEOUT_S) -> list[Path]:
         """Emit the step in progress, write everything and close the open file (its final name).
         Events recorded later start a new file. Returns the files closed so far."""
-        if self._mode is not None:
+        if self._mode:
             self._emit_step()
         if self.dataloader is not None:
             from hook import _dataloader

@@ -9,7 +9,8 @@ What is recorded while profiling is enabled (hook.profiler_config), named as smd
 - every training step: `Backward(post-forward)` (name: the model's class), from the forward's end
   to the start of the optimizer's step: the loss, `zero_grad` and the backward pass (smdebug
   also started its backward event at the forward's end);
-- data loading, in DataloaderProfilingConfig's range only (hook._dataloader).
+- data loading, in DataloaderProfilingConfig's range only (hook._dataloader);
+- torch's profiler's operator events, in DetailedProfilingConfig's range only (hook._detailed).
 
 Why the optimizer and not autograd: a Python hook inside the backward pass (a tensor hook per step
 and autograd's final callback) costs 10-20 µs a step, a per-step cost the timeline cannot afford on
@@ -39,6 +40,7 @@ from collections.abc import Callable, Mapping
 from pathlib import Path
 from typing import Any
 
+from hook._detailed import DetailedProfiler
 from hook.errors import HookConfigError
 from hook.profiler_config import ProfileRange, ProfilerConfig
 from trial.modes import ModeKeys
@@ -180,8 +182,10 @@ class Timeline:
         self._handles: list[Any] = []
         self.dataloader = RangeTracker(config.dataloader.range) if config.dataloader is not None else None
         self._dataloader_names: dict[tuple[str, str], bool] = {}
-        for what, cfg in (("PythonProfilingConfig", config.python), ("DetailedProfilingConfig", config.detailed),
-                          ("HorovodProfilingConfig", config.horovod),
+        self.detailed: DetailedProfiler | None = None
+        if config.detailed is not None:
+            self.detailed = DetailedProfiler(self, RangeTracker(config.detailed))
+        for what, cfg in (("PythonProfilingConfig", config.python), ("HorovodProfilingConfig", config.horovod),
                           ("SMDataParallelProfilingConfig", config.smdataparallel)):
             if cfg is not None:
                 logger.info("sdlocal profiler: %s is not supported by this hook; ignored", what)
@@ -207,6 +211,8 @@ class Timeline:
         self._fwd_end = self._opt_start = self._opt_end = 0
         if self._thread is None or not self._handles:
             self._get_ready()
+        if self.detailed is not None and not self.detailed.done:
+            self.detailed.on_step(step, now)
 
     def _get_ready(self) -> None:
         """At the first step (and the first after a close): the writer thread, and torch's global
@@ -340,6 +346,8 @@ class Timeline:
         Events recorded later start a new file. Returns the files closed so far."""
         if self._mode:
             self._emit_step()
+        if self.detailed is not None:
+            self.detailed.stop()
         if self.dataloader is not None:
             from hook import _dataloader
 

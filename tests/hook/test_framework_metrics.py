@@ -84,7 +84,8 @@ def _rows(events: list[TraceEvent]) -> list[list[Any]]:
 @pytest.mark.parametrize("workers", [0, 2])
 def test_unmodified_script_with_a_dataloader(tmp_path: Path, workers: int, smdebug_python: Path) -> None:
     # The SDK's way of writing a metrics config: a dict literal with a trailing comma.
-    params = _params(tmp_path, DataloaderProfilingConfig='{"StartStep": 0, "NumSteps": 3, "MetricsRegex": ".*", }')
+    params = _params(tmp_path, DataloaderProfilingConfig='{"StartStep": 0, "NumSteps": 3, "MetricsRegex": ".*", }',
+                     DetailedProfilingConfig='{"StartStep": 5, "NumSteps": 1, }')
     proc = _run(tmp_path, LOADER_TRAIN, params, "--epochs", "2", "--eval", "--num-workers", str(workers))
     assert proc.returncode == 0, proc.stderr
     assert json.loads(proc.stdout.splitlines()[-1]) == {"train_steps": 16, "eval_steps": 4}
@@ -114,6 +115,11 @@ def test_unmodified_script_with_a_dataloader(tmp_path: Path, workers: int, smdeb
         assert len(pids) == 2 and all(isinstance(p, int) and p > 0 for p in pids)
         for w in worker_events:
             assert w.start_us == init.start_us and w.end_us >= ends[7]  # alive for the whole first epoch
+
+    # Detailed profiling: torch's operators of step 5 (and what runs before step 6 starts).
+    ops = fw.events(phase="cpu_functions")
+    assert "aten::addmm" in {e.name for e in ops} and {(e.args or {})["step_num"] for e in ops} == {5}
+    assert all(starts[5] <= e.start_us < starts[6] for e in ops)
 
     # The real smdebug reads the same events, and finds steps 2 and 3 by step number.
     got = _smdebug_read(smdebug_python, tmp_path / "profiler", 2, 4)

@@ -361,3 +361,41 @@ def test_backward_is_recorded_when_data_loading_starts_first(tmp_path: Path) -> 
     fw = _read(tmp_path).framework
     assert len(fw.events(phase="DataLoaderIterInitialize")) == 1
     assert len(fw.events(phase="Backward(post-forward)")) == 6
+
+
+# ---------------------------------------------------------------------------------------- detailed profiling
+def test_detailed_profiling_in_its_step_range(tmp_path: Path) -> None:
+    _timeline.configure(_config(tmp_path, detailed=ProfileRange(start_step=2, num_steps=2)))
+    model, opt, loss_fn = _model()
+    hook = Hook(TIMELINE_ONLY, dry_run=True, out_dir=tmp_path / "tensors")
+    hook.register_module(model)
+    for _ in range(6):
+        _train_step(model, opt, loss_fn)
+    hook.close()
+    fw = _read(tmp_path).framework
+    steps = fw.steps(mode="TRAIN")
+    ops = fw.events(phase="cpu_functions")
+    names = {e.name for e in ops}
+    assert {"aten::addmm", "aten::relu"} <= names  # the forward's operators
+    assert any("backward" in n.lower() for n in names)  # and the backward's
+    # Only steps 2 and 3, from step 2's start to step 4's start; each operator in its step.
+    assert {(e.args or {})["step_num"] for e in ops} == {2, 3}
+    assert all(steps.start_us[2] <= e.start_us < steps.start_us[4] for e in ops)
+    for e in ops:
+        n = (e.args or {})["step_num"]
+        assert steps.start_us[n] <= e.start_us and (e.args or {})["device"] == "cpu"
+        if n == 2:
+            assert e.start_us < steps.start_us[3]
+
+
+def test_detailed_profiling_stops_when_the_timeline_closes(tmp_path: Path) -> None:
+    _timeline.configure(_config(tmp_path, detailed=ProfileRange(start_step=1, num_steps=100)))
+    model, opt, loss_fn = _model()
+    hook = Hook(TIMELINE_ONLY, dry_run=True, out_dir=tmp_path / "tensors")
+    hook.register_module(model)
+    for _ in range(3):
+        _train_step(model, opt, loss_fn)
+    hook.close()
+    fw = _read(tmp_path).framework
+    assert {(e.args or {})["step_num"] for e in fw.events(phase="cpu_functions")} == {1, 2}
+    assert not torch.autograd._profiler_enabled()  # torch's profiler was stopped

@@ -44,9 +44,11 @@ class DetailedProfiler:
             self.done = True  # a step range that is over: no more checks
 
     def _start(self) -> None:
+        import torch
         from torch.autograd import profiler
 
-        prof = profiler.profile()
+        # With a GPU, its kernels too (gpu_functions-dev:<n> events).
+        prof = profiler.profile(use_device="cuda" if torch.cuda.is_available() else None)
         try:
             prof.__enter__()
         except RuntimeError as e:  # the script runs torch's profiler itself

@@ -45,7 +45,7 @@ from hook.errors import HookConfigError
 from hook.profiler_config import ProfileRange, ProfilerConfig
 from trial.modes import ModeKeys
 from trial.profiler.names import BACKWARD_PHASE, FORWARD_PHASE, PYTHON_TIMELINE_SUFFIX, step_phase
-from trial.profiler.trace_writer import TraceWriter, now_us
+from trial.profiler.trace_writer import TraceWriter
 
 logger = logging.getLogger(__name__)
 
@@ -54,7 +54,7 @@ DRAIN_INTERVAL_S = 0.5
 CLOSE_TIMEOUT_S = 30.0
 
 # phase, name, start_us, end_us, args; or a step as the training thread leaves it (phase None):
-# None, mode, mode step, model name, start, forward end, optimizer step start and end.
+# None, mode, mode step, model name, start, forward end, optimizer step start and end (epoch ns).
 Event = tuple[Any, ...]
 _STEP_PHASES = {int(m): step_phase(m.name) for m in ModeKeys}
 _GLOBAL = int(ModeKeys.GLOBAL)
@@ -70,6 +70,7 @@ def _expand(raw: list[Event]) -> list[Event]:
             out.append(ev)
             continue
         _, mode, mode_step, name, start, fwd_end, opt_start, opt_end = ev
+        start, fwd_end, opt_start, opt_end = start // 1000, fwd_end // 1000, opt_start // 1000, opt_end // 1000
         args = {"step_num": mode_step}
         phase = _STEP_PHASES[mode]
         out.append((phase, phase, start, max(fwd_end, opt_end, start), args))
@@ -147,16 +148,18 @@ def _resource_host() -> str | None:
 
 
 class Timeline:
-    def __init__(self, config: ProfilerConfig, *, clock_us: Callable[[], int] = now_us,
+    def __init__(self, config: ProfilerConfig, *, clock_ns: Callable[[], int] = time.time_ns,
                  node: str | None = None, drain_interval_s: float = DRAIN_INTERVAL_S) -> None:
         if not config.enabled:
             raise ValueError("Timeline needs an enabled ProfilerConfig")
         self.config = config
-        self.clock_us = clock_us
+        # Epoch ns; the per-step marks keep ns (time.time_ns is called directly, no Python frame),
+        # the writer thread turns them into the trace's µs.
+        self._clock_ns = clock_ns
         self.root = Path(config.local_path)
         self._node = node
         # Trace times are relative to this (each file says so): before any event can happen.
-        self.start_time_us = clock_us()
+        self.start_time_us = self.clock_us()
         self._drain_interval_s = drain_interval_s
         self._events: deque[Event] = deque()
         self._writer: TraceWriter | None = None
@@ -169,7 +172,7 @@ class Timeline:
         self.events_dropped = 0
         # Steps begun so far: global, and per mode (indexed by the ModeKeys value). The step in
         # progress: its mode (0: none), mode step, name, start; the forward's end and the
-        # optimizer step's start and end.
+        # optimizer step's start and end (epoch ns, 0: not seen).
         self.step = -1
         self._counts = [-1] * (max(ModeKeys) + 1)
         self._mode = 0
@@ -191,6 +194,9 @@ class Timeline:
                 logger.info("sdlocal profiler: %s is not supported by this hook; ignored", what)
 
     # ------------------------------------------------------------------ training thread
+    def clock_us(self) -> int:
+        return self._clock_ns() // 1000
+
     @property
     def mode_steps(self) -> dict[ModeKeys, int]:
         return {m: self._counts[m] for m in ModeKeys}
@@ -198,10 +204,9 @@ class Timeline:
     def step_start(self, mode: ModeKeys, name: str) -> None:
         """The registered model's forward pre-hook: closes the previous step, opens this one.
         Runs every step: only plain values are stored (the writer thread makes the events)."""
-        now = self.clock_us()
+        now = self._clock_ns()
         if self._mode:
-            self._events.append((None, self._mode, self._mode_step, self._name, self._start_us,  # type: ignore[arg-type]
-                                 self._fwd_end, self._opt_start, self._opt_end))
+            self._emit_step()
         self.step = step = self.step + 1
         mode_step = step if mode == _GLOBAL else self._counts[mode] + 1
         self._counts[mode] = self._mode_step = mode_step
@@ -212,7 +217,7 @@ class Timeline:
         if self._thread is None or not self._handles:
             self._get_ready()
         if self.detailed is not None and not self.detailed.done:
-            self.detailed.on_step(step, now)
+            self.detailed.on_step(step, now // 1000)
 
     def _get_ready(self) -> None:
         """At the first step (and the first after a close): the writer thread, and torch's global
@@ -227,15 +232,15 @@ class Timeline:
 
     def forward_end(self, module: Any, inputs: Any, outputs: Any) -> None:
         """The registered model's forward hook."""
-        self._fwd_end = self.clock_us()
+        self._fwd_end = self._clock_ns()
 
     def _optimizer_pre(self, optimizer: Any, args: Any, kwargs: Any) -> None:
         if self._mode and not self._opt_start:
-            self._opt_start = self.clock_us()
+            self._opt_start = self._clock_ns()
 
     def _optimizer_post(self, optimizer: Any, args: Any, kwargs: Any) -> None:
         if self._mode:
-            self._opt_end = self.clock_us()
+            self._opt_end = self._clock_ns()
 
     def attach(self) -> None:
         """With DataloaderProfilingConfig, install the DataLoader probe (hook._dataloader) now:
@@ -280,7 +285,7 @@ class Timeline:
         return ok
 
     def _emit_step(self) -> None:
-        self._events.append((None, self._mode, self._mode_step, self._name, self._start_us,  # type: ignore[arg-type]
+        self._events.append((None, self._mode, self._mode_step, self._name, self._start_us,
                              self._fwd_end, self._opt_start, self._opt_end))
         self._mode = 0
 

@@ -112,7 +112,8 @@ def test_time_ranges() -> None:
 def test_events_of_a_step_with_a_fake_clock(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
     clock = FakeClock(1_700_000_000_000_000)
     t0 = clock.now_us
-    tl = _timeline.Timeline(_config(tmp_path), clock_us=clock, node="7-algo-1", drain_interval_s=3600)
+    tl = _timeline.Timeline(_config(tmp_path), clock_ns=lambda: clock.now_us * 1000, node="7-algo-1",
+                            drain_interval_s=3600)
     marks = [(t0 + 1000, "start", ModeKeys.TRAIN), (t0 + 1300, "fwd", None), (t0 + 1800, "opt_pre", None),
              (t0 + 1900, "opt_post", None), (t0 + 2000, "start", ModeKeys.EVAL), (t0 + 2100, "fwd", None),
              (t0 + 3000, "start", ModeKeys.TRAIN), (t0 + 3100, "fwd", None)]

@@ -322,6 +322,9 @@ class Timeline:
                 try:
                     self.events_written += writer.record_many(batch)
                     self._open_failures = 0
+                except (TypeError, ValueError) as e:  # args that are not JSON (a script's own events)
+                    self.events_dropped += len(batch)
+                    logger.error("sdlocal profiler: %d trace events not written: %r", len(batch), e)
                 except OSError as e:
                     self.events_dropped += len(batch)  # at most: a write that failed midway kept some
                     self._write_failed(e)

@@ -31,11 +31,15 @@ def test_record_trace_events(tmp_path: Path) -> None:
     t = time.time()
     hook.record_trace_events(timestamp=t, training_phase="MyPhase", op_name="load", duration=0.25, step_num=7)
     hook.record_trace_events(timestamp=t, training_phase="MyPhase", op_name="marker", phase="i")  # not recorded
+    hook.record_trace_events(timestamp=t + 1, training_phase="Other", op_name="odd", duration=0.001,
+                             value=torch.tensor(2.5), nan=float("nan"))
     hook.close()
     reader = ProfilerReader(tmp_path / "profiler")
     reader.refresh()
     (ev,) = reader.framework.events(phase="MyPhase")
     assert (ev.name, ev.start_us, ev.end_us - ev.start_us, ev.args) == ("load", int(t * 1e6), 250_000, {"step_num": 7})
+    (odd,) = reader.framework.events(phase="Other")  # args that are not JSON values: their str
+    assert odd.args == {"value": "tensor(2.5000)", "nan": "nan"}
     assert len(reader.framework.steps()) == 1
 
 

@@ -21,6 +21,7 @@ from __future__ import annotations
 import errno
 import json
 import logging
+import math
 import os
 from pathlib import Path
 from typing import Any
@@ -364,7 +365,10 @@ class Hook(engine.Hook):
             logger.debug("record_trace_events(phase=%r): only complete events are recorded", phase)
             return
         start = int(timestamp * 1_000_000)
-        tl.record(training_phase, op_name, start, start + int(duration * 1_000_000), kwargs or None)
+        # Values JSON has (a tensor, NaN: their str), so the trace file stays readable everywhere.
+        args = {k: v if isinstance(v, (int, str, bool)) or v is None or (isinstance(v, float) and math.isfinite(v))
+                else str(v) for k, v in kwargs.items()}
+        tl.record(str(training_phase), str(op_name), start, start + int(duration * 1_000_000), args or None)
 
     def _cleanup(self) -> None:
         self.close()

@@ -222,8 +222,7 @@ def main(argv: list[str] | None = None) -> int:
     with tempfile.TemporaryDirectory(prefix="timeline-bench-", dir=shm if shm.is_dir() else None) as tmp:
         for model in models:
             for with_hook in (False, True):
-                # Fewer pairs for the slow model: its steps are ~10x longer.
-                pairs = args.pairs if model == "mlp" else max(args.pairs // 2, 2)
+                pairs = args.pairs
                 r = ab[f"{model}+{'hook' if with_hook else 'nohook'}"] = run_ab(model, pairs, args.block, Path(tmp),
                                                                                  with_hook)
                 print(f"in-process {model} hook={with_hook}: Δ CPU {r['cpu_delta_us']:+.1f} µs/step "

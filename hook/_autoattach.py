@@ -28,8 +28,6 @@ from trial.modes import ModeKeys
 # Loss modules are usually called in the first step; after this many steps we stop looking.
 LOSS_SEARCH_STEPS = 3
 _TRAIN, _EVAL = ModeKeys.TRAIN, ModeKeys.EVAL  # (an Enum attribute lookup costs more, every step)
-# A Hook that saves no tensor (tests and benchmarks compare it with TimelineHook).
-TIMELINE_ONLY = HookConfig(collections=(), saved_collection_names=frozenset())
 
 
 class TimelineHook:

@@ -12,6 +12,10 @@ once when it is 0. Which collections a tensor name belongs to is decided once pe
 On saved steps the training thread only copies tensors to CPU; reductions, serialization and file
 writes run on a background thread (hook._async_writer).
 
+The framework timeline (hook._timeline), when the job's profiler config enables it: the step
+pre-hook starts its steps (in our step's mode), a forward hook on the model ends
+each forward. `close()` closes its files too.
+
 One hook per job (hook._current): each hook becomes the process's current hook; the zero-code hook
 (`auto=True`) hands over to a hook the script creates, and one directory has one writer.
 `_forward_hook_for` / `_grad_hook` are where a subclass (smdebug.pytorch.Hook) plugs in its own

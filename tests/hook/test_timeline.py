@@ -13,7 +13,7 @@ from torch.utils.data import DataLoader, TensorDataset
 from torch.utils.data import dataloader as dl
 
 from hook import _timeline
-from hook._autoattach import TIMELINE_ONLY, AutoAttach
+from hook._autoattach import AutoAttach
 from hook.config import HookConfig
 from hook.profiler_config import DataloaderProfiling, ProfileRange, ProfilerConfig
 from hook.pytorch import Hook
@@ -21,6 +21,8 @@ from trial.modes import ModeKeys
 from trial.profiler import ProfilerReader
 from trial.profiler.names import parse_trace_key
 
+# A Hook that saves no tensor: the timeline driven by the tensor hook's step logic.
+TIMELINE_ONLY = HookConfig(collections=(), saved_collection_names=frozenset())
 ORIGINALS = (dl.DataLoader._get_iterator, dl._BaseDataLoaderIter.__next__,
              dl._MultiProcessingDataLoaderIter._shutdown_workers)
 

@@ -27,6 +27,7 @@ from typing import Any
 from evaluator.rule import Rule, Verdict, as_verdict
 from evaluator.status import RuleStatus, Status, client_error_details, condition_met_details
 from trial.errors import MissingCollectionFiles
+from trial.refresh import no_refresh
 
 NO_DEBUG_DATA = (
     "No debugging data was saved by the training job. Check that the debugger hook was configured "
@@ -119,6 +120,8 @@ def evaluate(
             status_details=client_error_details(f"Cannot read the trial's collections: {type(exc).__name__}: {exc}"),
         )
 
+    # the job's trial, then the rule's other trials: each refreshed once per poll
+    trials = [trial, *(t for t in getattr(rule, "trials", ()) if t is not trial)]
     last_step: int | None = None
     fired_at: int | None = None
     idle_check: Callable[[float], Any] | None = getattr(rule, "invoke_idle", None)
@@ -131,26 +134,29 @@ def evaluate(
             return reporter.report(status=Status.STOPPED)
         try:
             ended = assume_ended or bool(trial.training_ended())
-            trial.refresh()
-            steps = trial.steps(show_incomplete_steps=assume_ended)
-            reached_end = False
-            if steps and (newest_seen is None or steps[-1] > newest_seen):
-                newest_seen = steps[-1]
-                progress_at = clock()
-            elif idle_check is not None and not ended:
-                fired_at = _fire(as_verdict(idle_check(clock() - progress_at)), rule, reporter, fired_at, last_step)
-            for candidate in steps:
-                step = candidate
-                if last_step is not None and step <= last_step:
-                    continue
-                if start_step is not None and step < start_step:
-                    continue
-                if end_step is not None and step >= end_step:
-                    reached_end = True
-                    break
-                verdict = rule.invoke(step)
-                last_step = step
-                fired_at = _fire(verdict, rule, reporter, fired_at, last_step)
+            for each in trials:
+                each.refresh()
+            # One refresh per poll: the poll's steps are judged on what it loaded (no implicit refresh)
+            with no_refresh(trials):
+                steps = trial.steps(show_incomplete_steps=assume_ended)
+                reached_end = False
+                if steps and (newest_seen is None or steps[-1] > newest_seen):
+                    newest_seen = steps[-1]
+                    progress_at = clock()
+                elif idle_check is not None and not ended:
+                    fired_at = _fire(as_verdict(idle_check(clock() - progress_at)), rule, reporter, fired_at, last_step)
+                for candidate in steps:
+                    step = candidate
+                    if last_step is not None and step <= last_step:
+                        continue
+                    if start_step is not None and step < start_step:
+                        continue
+                    if end_step is not None and step >= end_step:
+                        reached_end = True
+                        break
+                    verdict = rule.judge_step(step)
+                    last_step = step
+                    fired_at = _fire(verdict, rule, reporter, fired_at, last_step)
             step = None
         except Exception as exc:  # noqa: BLE001 - any failure ends this evaluator with status Error
             where = f" at step {step}" if step is not None else ""
@@ -164,7 +170,8 @@ def evaluate(
         if ended or reached_end:
             if end_check is not None:
                 try:
-                    fired_at = _fire(rule.judge(end_check), rule, reporter, fired_at, last_step)
+                    with no_refresh(trials):
+                        fired_at = _fire(rule.judge(end_check), rule, reporter, fired_at, last_step)
                 except Exception as exc:  # noqa: BLE001 - as in invoke_at_step: the evaluator ends with Error
                     return reporter.report(
                         status=Status.ERROR,

@@ -13,11 +13,11 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
-from evaluator import compat
 from evaluator.errors import CustomRuleError, RuleParameterError, UnknownRuleError
 from evaluator.rule import Rule
 from evaluator.rules import builtin_rule_classes
 from trial.errors import TrialError
+from trial.smdebug_shim import use_sdlocal_smdebug
 
 # Built-in rules by class name; each rule module of evaluator/rules/ contributes its classes.
 BUILTIN_RULES: dict[str, type[Rule]] = {cls.__name__: cls for cls in builtin_rule_classes()}
@@ -79,8 +79,9 @@ def _last_traceback_line(exc: BaseException) -> str:
 def load_custom_rule(path: str | Path, class_name: str) -> type[Rule]:
     """Import the Python file `path` and return its class `class_name`.
 
-    Files written for smdebug (`from smdebug.rules.rule import Rule`) work: while the file is
-    imported, `smdebug.rules.rule` and `smdebug.exceptions` resolve to this package's API.
+    Files written for smdebug work: `import smdebug` (`smdebug.rules.rule`, `smdebug.trials`,
+    `smdebug.modes`, `smdebug.exceptions`, ...) is sdlocal's compat package in this process from
+    now on (trial.smdebug_shim.use_sdlocal_smdebug), also for imports the rule makes later.
     Any failure is a `CustomRuleError` with one line naming the file and the cause.
     """
     path = Path(path)
@@ -93,8 +94,8 @@ def load_custom_rule(path: str | Path, class_name: str) -> type[Rule]:
     module = importlib.util.module_from_spec(spec)
     sys.modules[module_name] = module
     try:
-        with compat.smdebug_aliases():
-            spec.loader.exec_module(module)
+        use_sdlocal_smdebug()
+        spec.loader.exec_module(module)
     except BaseException as exc:  # noqa: BLE001 - user code: anything can happen, including SystemExit
         sys.modules.pop(module_name, None)
         if isinstance(exc, KeyboardInterrupt):

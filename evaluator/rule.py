@@ -1,9 +1,16 @@
-"""The rule API, compatible with smdebug's `smdebug.rules.rule.Rule` so that published custom rules
-run unchanged, but returning verdicts instead of raising `RuleEvaluationConditionMet`.
+"""The rule API: smdebug's `smdebug.rules.rule.Rule`, so that published custom rules run unchanged.
 
 A rule subclass implements `invoke_at_step(step) -> bool` (True: the condition is met at this
-global step) and optionally `set_required_tensors(step)`, which declares through
-`self.req_tensors.add(...)` what `invoke` fetches before calling `invoke_at_step`.
+global step; sdlocal's built-in rules answer a `Verdict`) and optionally
+`set_required_tensors(step)`, which declares through `self.req_tensors.add(...)` what is fetched
+before `invoke_at_step` runs.
+
+Two ways to judge a step:
+- `invoke(step)` is smdebug's: it waits for the step, judges it with the trials frozen
+  (`no_refresh`), raises `RuleEvaluationConditionMet` when the condition is met and lets missing
+  data raise (`invoke_rule`, evaluator/rule_invoker.py, skips such steps).
+- `judge_step(step) -> Verdict` is the evaluator loop's: no waiting (the loop hands it complete
+  steps), missing data is `Verdict.NOT_EVALUATED`, a met condition is `Verdict.CONDITION_MET`.
 """
 from __future__ import annotations
 
@@ -12,14 +19,28 @@ import logging
 from collections.abc import Callable, Iterable, Sequence
 from typing import Any
 
-from trial.errors import StepUnavailable, TensorUnavailable, TensorUnavailableForStep
+from trial.errors import (
+    NoMoreData,
+    RuleEvaluationConditionMet,
+    ShapeUnavailableForStep,
+    StepUnavailable,
+    TensorUnavailable,
+    TensorUnavailableForStep,
+)
+from trial.refresh import no_refresh
 
-# Missing data at one step is not an error: that step is simply "not evaluated".
+# Missing data at one step is not an error: that step is simply "not evaluated". NoMoreData: the
+# rule asked for a step past the end of a finished training.
 MISSING_DATA_ERRORS: tuple[type[Exception], ...] = (
     TensorUnavailable,
     TensorUnavailableForStep,
+    ShapeUnavailableForStep,
     StepUnavailable,
+    NoMoreData,
 )
+
+__all__ = ["MISSING_DATA_ERRORS", "RequiredTensors", "RequiredTensorsForTrial", "Rule",
+           "RuleEvaluationConditionMet", "Verdict", "as_verdict"]
 
 
 class Verdict(enum.Enum):
@@ -39,54 +60,63 @@ def as_verdict(result: object) -> Verdict:
     return Verdict.CONDITION_MET if result else Verdict.CONDITION_NOT_MET
 
 
-class RuleEvaluationConditionMet(Exception):
-    """smdebug's way of signalling a met condition. Custom rules written for smdebug may raise it
-    from `invoke_at_step`; `Rule.invoke` turns it into `Verdict.CONDITION_MET`."""
+class RequiredTensorsForTrial:
+    """What a rule needs at a step from one trial: tensor names and their steps."""
 
-    def __init__(self, rule_name: str, step: int, last_step: bool = False) -> None:
-        self.rule_name = rule_name
-        self.step = step
-        self.last_step = last_step
-        super().__init__(
-            f"Evaluation of the rule {rule_name} at step {step} resulted in the condition being met"
-        )
-
-
-class _RequiredTensorsForTrial:
     def __init__(self, trial: Any) -> None:
         self.trial = trial
         self._tensor_steps: dict[str, list[int]] = {}
+        self._tensors: dict[str, Any] = {}
+
+    def _add_steps_for_tensor(self, name: str, steps: list[int]) -> None:
+        self._tensor_steps.setdefault(name, []).extend(steps)
+        if name not in self._tensors:
+            self._tensors[name] = self.trial.tensor(name)
 
     def add(self, name: str, steps: Iterable[int], should_match_regex: bool = False) -> None:
+        """Require `name` (or, with `should_match_regex`, every tensor matching it) at `steps`;
+        TensorUnavailable when the trial has no such tensor."""
         steps = list(steps)
         if should_match_regex:
-            names = self.trial.tensor_names(regex=[name])
+            for tname in self.trial.tensor_names(regex=[name]):
+                self._add_steps_for_tensor(tname, steps)
         else:
             if not self.trial.has_tensor(name):
                 raise TensorUnavailable(name)
-            names = [name]
-        for tname in names:
-            self._tensor_steps.setdefault(tname, []).extend(steps)
+            self._add_steps_for_tensor(name, steps)
 
-    def names(self) -> list[str]:
+    def get_names(self) -> list[str]:
         return list(self._tensor_steps)
 
-    def steps_of(self, name: str) -> list[int]:
+    names = get_names
+
+    def get_tensor_steps(self, name: str) -> list[int]:
         return self._tensor_steps[name]
 
+    steps_of = get_tensor_steps
+
     def get(self) -> list[Any]:
-        return [self.trial.tensor(name) for name in self._tensor_steps]
+        return list(self._tensors.values())
 
     def clear(self) -> None:
         self._tensor_steps.clear()
+        self._tensors.clear()
 
-    def fetch(self) -> None:
-        # Reading each value once warms the trial's cache and surfaces missing data before
-        # invoke_at_step runs (raises TensorUnavailableForStep / StepUnavailable).
+    def fetch(self, wait: bool = False) -> None:
+        """Read each required value once: warms the trial's cache and surfaces missing data
+        (TensorUnavailableForStep, StepUnavailable) before invoke_at_step runs. `wait` (smdebug's
+        `Rule.invoke`): first wait until the required steps are complete."""
+        if wait:
+            required = sorted({s for steps in self._tensor_steps.values() for s in steps})
+            if required:
+                self.trial.wait_for_steps(required)
         for name, steps in self._tensor_steps.items():
-            tensor = self.trial.tensor(name)
+            tensor = self._tensors[name]
             for step in sorted(set(steps)):
                 tensor.value(step)
+
+
+_RequiredTensorsForTrial = RequiredTensorsForTrial
 
 
 class RequiredTensors:
@@ -94,11 +124,11 @@ class RequiredTensors:
 
     def __init__(self, base_trial: Any, other_trials: Sequence[Any] | None = None) -> None:
         self.base_trial = base_trial
-        self._per_trial: dict[int, _RequiredTensorsForTrial] = {id(base_trial): _RequiredTensorsForTrial(base_trial)}
+        self._per_trial: dict[int, RequiredTensorsForTrial] = {id(base_trial): RequiredTensorsForTrial(base_trial)}
         for other in other_trials or ():
-            self._per_trial[id(other)] = _RequiredTensorsForTrial(other)
+            self._per_trial[id(other)] = RequiredTensorsForTrial(other)
 
-    def _for(self, trial: Any) -> _RequiredTensorsForTrial:
+    def _for(self, trial: Any) -> RequiredTensorsForTrial:
         trial = self.base_trial if trial is None else trial
         try:
             return self._per_trial[id(trial)]
@@ -109,10 +139,10 @@ class RequiredTensors:
         self._for(trial).add(name, steps, should_match_regex=should_match_regex)
 
     def get_names(self, trial: Any = None) -> list[str]:
-        return self._for(trial).names()
+        return self._for(trial).get_names()
 
     def get_tensor_steps(self, name: str, trial: Any = None) -> list[int]:
-        return self._for(trial).steps_of(name)
+        return self._for(trial).get_tensor_steps(name)
 
     def get(self, trial: Any = None) -> list[Any]:
         """The required Tensor objects of a trial (base trial by default)."""
@@ -122,9 +152,9 @@ class RequiredTensors:
         for per_trial in self._per_trial.values():
             per_trial.clear()
 
-    def fetch(self) -> None:
+    def fetch(self, wait: bool = False) -> None:
         for per_trial in self._per_trial.values():
-            per_trial.fetch()
+            per_trial.fetch(wait=wait)
 
 
 class Rule:
@@ -158,10 +188,34 @@ class Rule:
         """True (or Verdict.CONDITION_MET) when the rule's condition is met at this global step."""
         raise NotImplementedError(f"{self.rule_name} must implement invoke_at_step(step)")
 
-    def invoke(self, step: int) -> Verdict:
-        """Fetch the required tensors for `step`, then evaluate it. Missing data (a tensor or step
-        that was not saved) gives `Verdict.NOT_EVALUATED`; any other exception propagates."""
+    def invoke(self, step: int) -> None:
+        """smdebug's: wait until `step` is complete (StepUnavailable if it was skipped, NoMoreData
+        past the end of a finished training), fetch the required tensors and call
+        `invoke_at_step(step)` with the trials frozen (`no_refresh`), then raise
+        `RuleEvaluationConditionMet(rule_name, step)` when the condition is met. Missing data
+        raises (TensorUnavailable, TensorUnavailableForStep, ...). The verdict counts in `report`.
+        Actions (`action_str`) are not run here: sdlocal's evaluator runs them when the rule fires."""
         self.logger.debug("Invoking rule %s for step %s", self.rule_name, step)
+        self.base_trial.wait_for_steps([step])
+        with no_refresh(self.trials):
+            self.req_tensors.clear()
+            self.set_required_tensors(step)
+            self.req_tensors.fetch(wait=True)
+            try:
+                result = self.invoke_at_step(step)
+            except RuleEvaluationConditionMet:
+                self._count(Verdict.CONDITION_MET)
+                raise
+        verdict = self._count(as_verdict(result))
+        if verdict.fired:
+            raise RuleEvaluationConditionMet(self.rule_name, step)
+
+    def judge_step(self, step: int) -> Verdict:
+        """The evaluator loop's way to judge a complete step: fetch the required tensors, then
+        `invoke_at_step(step)`. Missing data (a tensor or step that was not saved) gives
+        `Verdict.NOT_EVALUATED`; any other exception propagates. Does not wait and does not freeze
+        the trials itself (the loop judges a poll's steps inside `no_refresh`)."""
+        self.logger.debug("Judging rule %s at step %s", self.rule_name, step)
         try:
             self.req_tensors.clear()
             self.set_required_tensors(step)
@@ -183,7 +237,9 @@ class Rule:
         except MISSING_DATA_ERRORS as exc:
             self.logger.debug("Rule %s: not evaluated: %s", self.rule_name, exc)
             return Verdict.NOT_EVALUATED
-        verdict = as_verdict(result)
+        return self._count(as_verdict(result))
+
+    def _count(self, verdict: Verdict) -> Verdict:
         if verdict.fired:
             self.report["RuleTriggered"] += 1
             self.report["Violations"] += 1

@@ -6,6 +6,7 @@ from trial.errors import (
     CorruptRecordError,
     MissingCollectionFiles,
     NoMoreData,
+    ShapeUnavailableForStep,
     StepNotYetAvailable,
     StepUnavailable,
     StorageError,
@@ -14,12 +15,15 @@ from trial.errors import (
     TrialError,
 )
 from trial.modes import ModeKeys
+from trial.refresh import no_refresh
+from trial.steps import StepState
 from trial.tensor import Tensor
 from trial.trial import Trial, create_trial
 from trial.writer import TrialWriter
 
 __all__ = [
     "create_trial",
+    "no_refresh",
     "Collection",
     "CollectionsFile",
     "CorruptRecordError",
@@ -28,7 +32,9 @@ __all__ = [
     "NoMoreData",
     "ReductionConfig",
     "SaveConfigMode",
+    "ShapeUnavailableForStep",
     "StepNotYetAvailable",
+    "StepState",
     "StepUnavailable",
     "StorageError",
     "TensorUnavailable",

@@ -5,6 +5,7 @@ from __future__ import annotations
 import json
 import re
 from dataclasses import dataclass, field
+from typing import NamedTuple
 
 from trial.errors import CorruptRecordError
 from trial.modes import ModeKeys, to_mode
@@ -13,9 +14,9 @@ REDUCTIONS_PREFIX = "smdebug/reductions/"
 _INDEX_KEY = re.compile(r"(?:^|/)(\d{12})_(.+)\.json$")
 
 
-@dataclass(frozen=True)
-class Location:
-    """One framed record: `length` bytes at `start` of the events file `key`."""
+class Location(NamedTuple):
+    """One framed record: `length` bytes at `start` of the events file `key`. A NamedTuple, not a
+    frozen dataclass: a trial makes one per tensor per step, and this is three times cheaper."""
 
     key: str
     start: int
@@ -88,8 +89,8 @@ class IndexState:
                              for p in doc.get("shape_payload") or ()]
         except (ValueError, KeyError, TypeError, AttributeError) as e:
             raise CorruptRecordError(f"malformed index file: {type(e).__name__}: {e}", where=key) from e
-        if tensor_payload and not event_key:
-            raise CorruptRecordError("index file has tensors but no meta.event_file_name", where=key)
+        # Tensors without meta.event_file_name (smdebug's own tests write such index files) count
+        # for steps and names; their values are unavailable (Location key "": trial/tensor.py).
 
         self.seen_keys.add(key)
         self.keys_by_step.setdefault(step, []).append(key)
@@ -101,20 +102,32 @@ class IndexState:
         mode_names = self.mode_tensors.setdefault(mode, set())
         step_names = self.step_tensors.setdefault(step, set())
 
+        # The hot loop of opening a trial (one pass per tensor per step): locals, a Location made
+        # by tuple.__new__ (what its NamedTuple __new__ does, without a Python-level call), the
+        # name sets updated once per file.
+        tensors = self.tensors
+        make_loc = tuple.__new__
+        raw_names = []
         for name, start, length in tensor_payload:
-            loc = Location(event_key, start, length)
-            red = split_reduction_name(name)
-            if red is None:
-                rec = self._record(name)
-                rec.locations.setdefault(step, {})[worker] = loc
-            else:
+            loc = make_loc(Location, (event_key, start, length))
+            if name.startswith(REDUCTIONS_PREFIX) and (red := split_reduction_name(name)) is not None:
                 base, red_name, is_abs = red
                 rec = self._record(base)
                 rec.reductions.setdefault((red_name, is_abs), {}).setdefault(step, {})[worker] = loc
+                mode_names.add(base)
+                step_names.add(base)
+            else:
+                rec = tensors.get(name) or self._record(name)
+                by_worker = rec.locations.get(step)
+                if by_worker is None:
+                    rec.locations[step] = {worker: loc}
+                else:
+                    by_worker[worker] = loc
+                raw_names.append(name)
             rec.steps.add(step)
             rec.modes.add(mode)
-            mode_names.add(rec.name)
-            step_names.add(rec.name)
+        mode_names.update(raw_names)
+        step_names.update(raw_names)
         for name, shape in shape_payload:
             rec = self._record(name)
             rec.shapes.setdefault(step, {})[worker] = shape
@@ -129,19 +142,20 @@ class IndexState:
             rec = self.tensors[name] = TensorRecord(name)
         return rec
 
-    def last_complete_step(self, workers: set[str], num_workers: int) -> int | None:
-        """The highest step that every expected worker wrote or has moved past. Completeness is
-        monotonic (a worker past step s is past every earlier step), so scan down from the top."""
-        if not self.step_modes:
+    def last_complete_step(self, num_workers: int) -> int | None:
+        """The highest step that every worker wrote or has moved past (completeness is monotonic:
+        a worker past step s is past every earlier step, so scan down from the top). The workers
+        are those that wrote index files, and no step is complete before `num_workers` of them
+        have: a collections file's worker name is not matched against them (smdebug counts
+        workers per step too; its own test writers name the collections file `worker_0` and the
+        index files `algo-1`)."""
+        if not self.step_modes or not self.worker_max or len(self.worker_max) < num_workers:
             return None
-        expected = set(workers) | set(self.worker_max)
-        if len(expected) < num_workers:
-            return None
-        floor = min(self.worker_max.get(w, -1) for w in expected)
+        floor = min(self.worker_max.values())
         for step in sorted(self.step_modes, reverse=True):
             if step <= floor:
                 return step
             written = self.step_workers.get(step, set())
-            if all(w in written or self.worker_max.get(w, -1) > step for w in expected):
+            if all(w in written or last > step for w, last in self.worker_max.items()):
                 return step
         return None

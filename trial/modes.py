@@ -2,7 +2,8 @@
 the index file stores the name)."""
 from __future__ import annotations
 
-from enum import IntEnum
+import operator
+from enum import Enum, IntEnum
 
 
 class ModeKeys(IntEnum):
@@ -12,10 +13,17 @@ class ModeKeys(IntEnum):
     GLOBAL = 4
 
 
-def to_mode(value: ModeKeys | int | str) -> ModeKeys:
-    """Accept a ModeKeys, its integer value, its name ("TRAIN") or smdebug's str ("ModeKeys.TRAIN")."""
+def to_mode(value: object) -> ModeKeys:
+    """Accept a ModeKeys, any other Enum member named TRAIN/EVAL/PREDICT/GLOBAL (the real smdebug's
+    `smdebug.modes` included), its integer value, its name ("TRAIN") or smdebug's str
+    ("ModeKeys.TRAIN")."""
     if isinstance(value, ModeKeys):
         return value
+    if isinstance(value, Enum):  # by name, not value: a foreign enum's values are its own business
+        try:
+            return ModeKeys[value.name]
+        except KeyError:
+            raise ValueError(f"unknown mode {value!r}: expected TRAIN, EVAL, PREDICT or GLOBAL") from None
     if isinstance(value, str):
         name = value.rsplit(".", 1)[-1].strip().upper()
         if name.isdigit():
@@ -24,4 +32,9 @@ def to_mode(value: ModeKeys | int | str) -> ModeKeys:
             return ModeKeys[name]
         except KeyError:
             raise ValueError(f"unknown mode {value!r}") from None
-    return ModeKeys(int(value))
+    if not isinstance(value, bool):
+        try:
+            return ModeKeys(operator.index(value))  # type: ignore[arg-type]
+        except TypeError:
+            pass
+    raise ValueError(f"unknown mode {value!r}: expected a ModeKeys, its name or its value")

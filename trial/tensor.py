@@ -1,19 +1,22 @@
 """One tensor of a trial (smdebug's Tensor API): values, shapes and reductions per step."""
 from __future__ import annotations
 
+import bisect
 from typing import TYPE_CHECKING, Any
 
 import numpy as np
 
 from trial._index import Location, TensorRecord
 from trial.errors import (
-    NoMoreData,
+    InvalidWorker,
+    ShapeUnavailableForStep,
+    SMDebugNotImplementedError,
     StepNotYetAvailable,
     StepUnavailable,
     TensorUnavailableForStep,
-    TrialError,
 )
 from trial.modes import ModeKeys, to_mode
+from trial.steps import StepState
 
 if TYPE_CHECKING:
     from trial.trial import ModeArg, Trial
@@ -47,7 +50,17 @@ def compute_reduction(value: np.ndarray, reduction: str, abs: bool = False) -> A
     raise ValueError(f"unknown reduction {reduction!r}: expected one of {REDUCTIONS + NORMS}")
 
 
+def _mode_or_none(mode: ModeArg) -> ModeKeys | None:
+    if mode is None:
+        return None
+    m = to_mode(mode)
+    return None if m == ModeKeys.GLOBAL else m
+
+
 class Tensor:
+    """One tensor's steps and values. Steps are global unless a `mode` is given (then they are
+    steps of that mode), as in smdebug; `step_num` keywords are smdebug's names."""
+
     def __init__(self, trial: Trial, record: TensorRecord) -> None:
         self.trial = trial
         self._rec = record
@@ -60,17 +73,18 @@ class Tensor:
         return f"<Tensor {self.name!r}>"
 
     # ---- steps -----------------------------------------------------------------------------
-    def steps(self, mode: ModeArg = None, show_incomplete_steps: bool = False) -> list[int]:
-        """Global steps (mode None/GLOBAL) or mode steps at which this tensor was saved."""
+    def steps(self, mode: ModeArg = ModeKeys.GLOBAL, show_incomplete_steps: bool = False) -> list[int]:
+        """Global steps (mode GLOBAL/None) or mode steps at which this tensor was saved."""
         tr = self.trial
-        m = None if mode is None else to_mode(mode)
+        tr.maybe_refresh(self.name)
+        m = _mode_or_none(mode)
         complete = tr.loaded_all_steps or show_incomplete_steps
         lcs = tr.last_complete_step
         out = []
         for g in self._rec.steps:
-            if not complete and (lcs is None or g > lcs):
+            if not complete and g > lcs:
                 continue
-            if m is None or m == ModeKeys.GLOBAL:
+            if m is None:
                 out.append(g)
             else:
                 sm, ms = tr.mode_modestep(g)
@@ -79,37 +93,31 @@ class Tensor:
         out.sort()
         return out
 
+    def _known(self, step: int, m: ModeKeys | None) -> int | None:
+        g = step if m is None else self.trial._known_global(m, step)
+        return g if g is not None and g in self._rec.steps else None
+
     def _global(self, step: int, mode: ModeArg) -> int:
-        """The global step of (step, mode), or the error smdebug raises for a step it cannot give."""
-        m = None if mode is None else to_mode(mode)
-        if m is None or m == ModeKeys.GLOBAL:
-            if step in self._rec.steps:
-                return step
-        else:
-            g = self.trial.global_step(m, step)
-            if g is not None and g in self._rec.steps:
-                return g
-        # Not known yet: look once more, then explain.
-        tr = self.trial
-        tr.refresh()
-        if m is None or m == ModeKeys.GLOBAL:
-            g = step
-            known = tr.steps(show_incomplete_steps=True)
-        else:
-            g = tr.global_step(m, step)  # type: ignore[assignment]
-            known = tr.steps(m, show_incomplete_steps=True)
-        if g is not None and g in self._rec.steps:
+        """The global step of (step, mode), or the error smdebug raises for a step it cannot give:
+        the step is complete but this tensor was not saved there (TensorUnavailableForStep), the
+        step was skipped or is past the end of a finished training (StepUnavailable), or it may
+        still come (StepNotYetAvailable)."""
+        m = _mode_or_none(mode)
+        g = self._known(step, m)
+        if g is not None:
             return g
-        if step in known:
-            raise TensorUnavailableForStep(self.name, step, m)
-        if known and step < known[-1]:
-            raise StepUnavailable(step, m)
-        if tr.loaded_all_steps:
-            raise NoMoreData(
-                f"Looking for step:{step} for mode {m} and reached end of training. "
-                f"Max step available is {known[-1] if known else -1}"
-            )
-        raise StepNotYetAvailable(step, m)
+        tr = self.trial
+        tr.maybe_refresh(self.name)
+        g = self._known(step, m)
+        if g is not None:
+            return g
+        shown = ModeKeys.GLOBAL if m is None else m
+        state = tr._step_state(step, m)
+        if state is StepState.AVAILABLE:
+            raise TensorUnavailableForStep(self.name, step, shown)
+        if state is StepState.UNAVAILABLE:
+            raise StepUnavailable(step, shown)
+        raise StepNotYetAvailable(step, shown)
 
     @staticmethod
     def _pick(by_worker: dict[str, Any] | None, worker: str | None) -> Any:
@@ -118,63 +126,101 @@ class Tensor:
         if worker is None:
             return by_worker[min(by_worker)]
         if worker not in by_worker:
-            raise TrialError(f"worker {worker!r} did not save this step (workers: {sorted(by_worker)})")
+            raise InvalidWorker(worker)
         return by_worker[worker]
 
+    def _read(self, loc: Location, step: int, mode: ModeArg) -> np.ndarray:
+        if not loc.key:  # the index file named no events file
+            raise TensorUnavailableForStep(self.name, step, mode)
+        try:
+            return self.trial.read_record(loc)
+        except FileNotFoundError:
+            # the index names an events file that is not there (deleted, or not uploaded)
+            raise TensorUnavailableForStep(self.name, step, mode) from None
+
     # ---- values ----------------------------------------------------------------------------
-    def value(self, step: int, mode: ModeArg = None, worker: str | None = None) -> np.ndarray:
-        g = self._global(step, mode)
+    def value(self, step_num: int, mode: ModeArg = ModeKeys.GLOBAL, worker: str | None = None) -> np.ndarray:
+        g = self._global(step_num, mode)
         loc: Location | None = self._pick(self._rec.locations.get(g), worker)
         if loc is None:
-            raise TensorUnavailableForStep(self.name, step, mode, has_reductions=bool(self._rec.reductions))
-        return self.trial.read_record(loc)
+            has_reductions = any(g in by_step for by_step in self._rec.reductions.values())
+            raise TensorUnavailableForStep(self.name, step_num, mode, has_reductions=has_reductions)
+        return self._read(loc, step_num, mode)
 
-    def values(self, mode: ModeArg = None, worker: str | None = None) -> dict[int, np.ndarray]:
+    def values(self, mode: ModeArg = ModeKeys.GLOBAL, worker: str | None = None) -> dict[int, np.ndarray]:
+        """Values at every step this tensor was saved raw at (steps with reductions only are left out)."""
         return {s: self.value(s, mode, worker) for s in self.steps(mode) if self._has_raw(s, mode)}
 
     def _has_raw(self, step: int, mode: ModeArg) -> bool:
         g = self._global(step, mode)
         return g in self._rec.locations
 
-    def shape(self, step: int, mode: ModeArg = None, worker: str | None = None) -> tuple[int, ...]:
-        g = self._global(step, mode)
+    def shape(self, step_num: int, mode: ModeArg = ModeKeys.GLOBAL, worker: str | None = None) -> tuple[int, ...]:
+        g = self._global(step_num, mode)
         shape = self._pick(self._rec.shapes.get(g), worker)
         if shape is not None:
             return tuple(shape)
-        return tuple(self.value(step, mode, worker).shape)
+        try:
+            return tuple(self.value(step_num, mode, worker).shape)
+        except TensorUnavailableForStep:
+            raise ShapeUnavailableForStep(self.name, step_num, mode) from None
 
-    def workers(self, step: int, mode: ModeArg = None) -> list[str]:
-        g = self._global(step, mode)
+    def shapes(self, mode: ModeArg = ModeKeys.GLOBAL, worker: str | None = None) -> dict[int, tuple[int, ...]]:
+        """Shapes at every saved step (smdebug's documented `shapes`; steps without one are left out)."""
+        out = {}
+        for s in self.steps(mode):
+            try:
+                out[s] = self.shape(s, mode, worker)
+            except ShapeUnavailableForStep:
+                continue
+        return out
+
+    def workers(self, step_num: int, mode: ModeArg = ModeKeys.GLOBAL) -> list[str]:
+        g = self._global(step_num, mode)
         ws: set[str] = set(self._rec.locations.get(g, {})) | set(self._rec.shapes.get(g, {}))
         for by_step in self._rec.reductions.values():
             ws |= set(by_step.get(g, {}))
         return sorted(ws)
 
     def reduction_value(
-        self, step: int, reduction_name: str, mode: ModeArg = None, worker: str | None = None, abs: bool = False
+        self,
+        step_num: int,
+        reduction_name: str,
+        mode: ModeArg = ModeKeys.GLOBAL,
+        worker: str | None = None,
+        abs: bool = False,
     ) -> Any:
         """A reduction saved by the hook (`smdebug/reductions/...`) or else computed from the raw value."""
         name = reduction_name[:-5] if reduction_name.endswith("_norm") else reduction_name
-        g = self._global(step, mode)
+        g = self._global(step_num, mode)
         saved = self._rec.reductions.get((name, abs), {})
         loc: Location | None = self._pick(saved.get(g), worker)
         if loc is not None:
-            return self.trial.read_record(loc)
+            return self._read(loc, step_num, mode)
         raw: Location | None = self._pick(self._rec.locations.get(g), worker)
         if raw is None:
-            raise TensorUnavailableForStep(f"{self.name} ({'abs_' if abs else ''}{name})", step, mode)
-        return compute_reduction(self.trial.read_record(raw), name, abs)
+            raise TensorUnavailableForStep(f"{self.name} ({'abs_' if abs else ''}{name})", step_num, mode)
+        return compute_reduction(self._read(raw, step_num, mode), name, abs)
 
-    def reduction_values(self, step: int, mode: ModeArg = None, worker: str | None = None) -> dict[tuple[str, bool], Any]:
+    def reduction_values(
+        self, step_num: int, mode: ModeArg = ModeKeys.GLOBAL, worker: str | None = None
+    ) -> dict[tuple[str, bool], Any]:
         """Every reduction saved for this step, keyed (reduction, abs)."""
-        g = self._global(step, mode)
+        g = self._global(step_num, mode)
         out = {}
         for (red, is_abs), by_step in self._rec.reductions.items():
             loc = self._pick(by_step.get(g), worker)
             if loc is not None:
-                out[(red, is_abs)] = self.trial.read_record(loc)
+                out[(red, is_abs)] = self._read(loc, step_num, mode)
         return out
 
-    def prev_steps(self, step: int, n: int | None = None, mode: ModeArg = None) -> list[int]:
-        steps = [s for s in self.steps(mode) if s < step]
-        return steps if n is None else steps[-n:]
+    def prev_steps(self, step: int, n: int | None = None, mode: ModeArg = ModeKeys.GLOBAL) -> list[int]:
+        """The saved steps up to and including `step` (smdebug's), the last `n` of them if `n`."""
+        steps = self.steps(mode)
+        earlier = steps[: bisect.bisect_right(steps, step)]
+        return earlier[-n:] if n else earlier
+
+    def step(self, step_num: int, mode: ModeArg = ModeKeys.GLOBAL, worker: str | None = None) -> Any:
+        raise SMDebugNotImplementedError(
+            "step method has been removed. Please use tensor.value or tensor.reduction_value methods"
+        )

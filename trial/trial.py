@@ -3,47 +3,75 @@
 A tensor value is one ranged read of the record an index file points to; index files are read
 once and folded into memory (`_index.IndexState`); `refresh()` lists only index keys after the
 last one it can skip (S3 `StartAfter`), so it is one LIST and one HEAD when nothing changed.
+
+Like smdebug's, a trial refreshes by itself (`maybe_refresh`): `steps()`, `tensor_names()`,
+`workers()`, `has_passed_step()` and a lookup of a tensor or step it does not know yet look for
+new data first. What keeps that cheap: a trial whose training has ended and whose index was listed
+after that (`loaded_all_steps`) never touches storage again to answer them; known tensors and
+steps are answered from memory; and `no_refresh(trials)` (trial/refresh.py) turns it off for a
+block; the evaluator loop refreshes once per poll and judges the step inside such a block.
 """
 from __future__ import annotations
 
+import logging
+import os
 import re
 import time
+from bisect import bisect_right
 from collections.abc import Callable, Iterable
 from pathlib import Path
 from typing import Any
 
 import numpy as np
 
+from trial._decode import read_value
 from trial._index import IndexState, Location, parse_index_key
-from trial.collection import Collection, CollectionsFile
-from trial.errors import CorruptRecordError, MissingCollectionFiles, TensorUnavailable
+from trial.collection import CollectionsFile
+from trial.errors import MissingCollectionFiles, TensorUnavailable
 from trial.modes import ModeKeys, to_mode
-from trial.proto import decode_event
+from trial.mutable_collection import MutableCollection
+from trial.steps import StepState, step_state, wait_for_steps, within_wait_window
 from trial.storage import Storage, open_storage
 from trial.tensor import Tensor
-from trial.tfrecord import decode_record
 
 END_MARKER = "training_job_end.ts"
 INDEX_PREFIX = "index/"
 COLLECTIONS_PREFIX = "collections/"
+# wait_for_steps' deadline when none is given: smdebug waits forever for a live job; a day bounds it.
+STEP_WAIT_TIMEOUT_S = 86400.0
+# smdebug's setting: at most this many saved steps wait for a worker that stays behind (below).
+INCOMPLETE_STEP_WAIT_WINDOW_KEY = "SMDEBUG_INCOMPLETE_STEP_WAIT_WINDOW"
+INCOMPLETE_STEP_WAIT_WINDOW_DEFAULT = 1000
 
-ModeArg = ModeKeys | int | str | None
+ModeArg = Any  # ModeKeys, a foreign Enum named like one (the real smdebug's modes), int, str or None
+
+logger = logging.getLogger("trial")
 
 
 def _mode_or_none(mode: ModeArg) -> ModeKeys | None:
+    """None for GLOBAL (every step), else the mode."""
     if mode is None:
         return None
     m = to_mode(mode)
     return None if m == ModeKeys.GLOBAL else m
 
 
+def _suffix_number(name: str) -> int:
+    """smdebug's order of `<name>_<n>` tensors (inputs, labels, predictions): by `n`."""
+    tail = name.rsplit("_", 1)[-1] if re.match(r".+_\d+$", name) else "0"
+    return int(tail)
+
+
 class Trial:
-    def __init__(self, storage: Storage, name: str | None = None, range_steps: tuple[int, int] | None = None) -> None:
+    def __init__(self, storage: Storage, name: str | None = None, range_steps: tuple[int | None, int | None] | None = None) -> None:
         self.storage = storage
         self.name = name or storage.uri.rstrip("/").rsplit("/", 1)[-1]
         self.range_steps = range_steps
+        self.logger = logger
+        # smdebug's switch for the implicit refresh (no_refresh turns it off for a block)
+        self.dynamic_refresh = True
         self._index = IndexState()
-        self._collections: dict[str, Collection] = {}
+        self._collections: dict[str, MutableCollection] = {}
         self._collection_files: dict[str, str] = {}  # key -> worker
         self._num_workers = 1
         self._workers: set[str] = set()
@@ -52,13 +80,22 @@ class Trial:
         self._start_after: str | None = None
         self._last_complete_step: int | None = None
         self._tensor_objects: dict[str, Tensor] = {}
+        self._sorted: dict[ModeKeys | None, tuple[int, list[int]]] = {}
+        self._wait_window = max(2, int(os.environ.get(INCOMPLETE_STEP_WAIT_WINDOW_KEY, INCOMPLETE_STEP_WAIT_WINDOW_DEFAULT)))
 
     def __repr__(self) -> str:
         return f"<Trial {self.name!r} at {self.storage.uri}>"
 
+    @property
+    def path(self) -> str:
+        return self.storage.uri
+
     # ---- loading -------------------------------------------------------------------------
     def refresh(self) -> None:
-        """Fold in index files written since the last refresh; notice the end of training."""
+        """Fold in index files written since the last refresh; notice the end of training. Once
+        every step is loaded (training ended, then listed) there is nothing left to fetch."""
+        if self._loaded_all_steps:
+            return
         ended_before_listing = self.training_ended()
         if not self._collections_complete():
             self._load_collections()
@@ -69,7 +106,7 @@ class Trial:
             if parsed is None:
                 continue
             step, worker = parsed
-            if self.range_steps is not None and not (self.range_steps[0] <= step < self.range_steps[1]):
+            if not self._in_range(step):
                 continue
             try:
                 text = self.storage.read(key)
@@ -82,9 +119,22 @@ class Trial:
         if new_keys or ended_before_listing:
             self._update_completeness()
 
+    def maybe_refresh(self, name: str | None = None) -> None:
+        """smdebug's implicit refresh: a no-op once every step is loaded or inside `no_refresh`."""
+        if self._loaded_all_steps or not self.dynamic_refresh:
+            return
+        self.refresh()
+
+    def _in_range(self, step: int) -> bool:
+        if self.range_steps is None:
+            return True
+        begin, end = self.range_steps
+        return (begin is None or step >= begin) and (end is None or step < end)
+
     def _update_completeness(self) -> None:
         idx = self._index
-        self._last_complete_step = idx.last_complete_step(self._workers, self._num_workers)
+        self._last_complete_step = within_wait_window(
+            self._sorted_steps(None), idx.last_complete_step(self._num_workers), self._wait_window)
         if not idx.keys_by_step:
             return
         # Re-list from the first step that can still get files; a fully complete trial re-lists nothing.
@@ -109,7 +159,7 @@ class Trial:
             cf = CollectionsFile.from_json(text, where=f"{self.storage.uri}/{key}")
             worker = key.rsplit("/", 1)[-1][: -len("_collections.json")]
             if not self._collection_files:
-                self._collections = dict(cf.collections)
+                self._collections.update({n: MutableCollection.of(c) for n, c in cf.collections.items()})
                 self._num_workers = cf.num_workers
             self._collection_files[key] = worker
             self._workers.add(worker)
@@ -154,16 +204,19 @@ class Trial:
         return self._num_workers
 
     def workers(self) -> list[str]:
+        self.maybe_refresh()
         return sorted(self._workers)
 
     def modes(self) -> list[ModeKeys]:
-        return sorted(self._index.mode_steps)
+        """The modes steps were saved in (as smdebug's: GLOBAL, a hook that never set a mode, is not one)."""
+        return sorted(m for m in self._index.mode_steps if m != ModeKeys.GLOBAL)
 
     @property
-    def last_complete_step(self) -> int | None:
+    def last_complete_step(self) -> int:
+        """The highest complete global step; -1 when there is none (smdebug's value)."""
         if self._loaded_all_steps and self._index.step_modes:
             return max(self._index.step_modes)
-        return self._last_complete_step
+        return -1 if self._last_complete_step is None else self._last_complete_step
 
     def is_step_complete(self, step: int) -> bool:
         if step not in self._index.step_modes:
@@ -173,31 +226,47 @@ class Trial:
         lcs = self._last_complete_step
         return lcs is not None and step <= lcs
 
-    def steps(self, mode: ModeArg = None, show_incomplete_steps: bool = False) -> list[int]:
-        """Global steps (mode None/GLOBAL) or the mode steps of `mode`, complete ones unless asked."""
-        m = _mode_or_none(mode)
-        if m is None:
-            steps: Iterable[int] = self._index.step_modes
-            globals_of = None
-        else:
-            ms = self._index.mode_steps.get(m, {})
-            steps, globals_of = ms, ms
+    def _sorted_steps(self, m: ModeKeys | None) -> list[int]:
+        """Every known step (global, or mode steps of `m`), sorted; re-sorted only when steps came."""
+        src = self._index.step_modes if m is None else self._index.mode_steps.get(m, {})
+        cached = self._sorted.get(m)
+        if cached is None or cached[0] != len(src):
+            cached = self._sorted[m] = (len(src), sorted(src))
+        return cached[1]
+
+    def _steps_now(self, m: ModeKeys | None, show_incomplete_steps: bool) -> list[int]:
+        steps = self._sorted_steps(m)
         if show_incomplete_steps or self._loaded_all_steps:
-            return sorted(steps)
+            return list(steps)
         lcs = self._last_complete_step
         if lcs is None:
             return []
-        if globals_of is None:
-            return sorted(s for s in steps if s <= lcs)
-        return sorted(s for s in steps if globals_of[s] <= lcs)
+        if m is None:
+            return steps[: bisect_right(steps, lcs)]
+        globals_of = self._index.mode_steps[m]
+        return [s for s in steps if globals_of[s] <= lcs]
 
-    def global_step(self, mode: ModeArg, mode_step: int) -> int | None:
-        m = _mode_or_none(mode)
+    def steps(self, mode: ModeArg = ModeKeys.GLOBAL, show_incomplete_steps: bool = False) -> list[int]:
+        """Global steps (mode GLOBAL/None) or the mode steps of `mode`, complete ones unless asked."""
+        self.maybe_refresh()
+        return self._steps_now(_mode_or_none(mode), show_incomplete_steps)
+
+    def _known_global(self, m: ModeKeys | None, mode_step: int) -> int | None:
         if m is None:
             return mode_step
         return self._index.mode_steps.get(m, {}).get(mode_step)
 
+    def global_step(self, mode: ModeArg, mode_step: int) -> int | None:
+        m = _mode_or_none(mode)
+        g = self._known_global(m, mode_step)
+        if g is None:
+            self.maybe_refresh()
+            g = self._known_global(m, mode_step)
+        return g
+
     def mode_modestep(self, global_step: int) -> tuple[ModeKeys | None, int | None]:
+        if global_step not in self._index.step_modes:
+            self.maybe_refresh()
         return self._index.step_modes.get(global_step, (None, None))
 
     def mode_step(self, global_step: int) -> int | None:
@@ -206,23 +275,82 @@ class Trial:
     def mode(self, global_step: int) -> ModeKeys | None:
         return self.mode_modestep(global_step)[0]
 
-    # ---- collections and tensors -----------------------------------------------------------
-    def collections(self) -> dict[str, Collection]:
-        return dict(self._collections)
+    @property
+    def _global_to_mode(self) -> dict[int, tuple[ModeKeys, int]]:
+        """smdebug's map global step -> (mode, mode step); public rules read it. Not refreshed."""
+        return self._index.step_modes
 
-    def collection(self, name: str) -> Collection:
-        try:
-            return self._collections[name]
-        except KeyError:
-            raise KeyError(f"collection {name!r} not in trial (has: {sorted(self._collections)})") from None
+    @property
+    def _mode_to_global(self) -> dict[ModeKeys, dict[int, int]]:
+        """smdebug's map mode -> mode step -> global step (without GLOBAL). Not refreshed."""
+        return {m: d for m, d in self._index.mode_steps.items() if m != ModeKeys.GLOBAL}
+
+    def has_passed_step(self, step: int, mode: ModeArg = ModeKeys.GLOBAL) -> StepState:
+        """AVAILABLE: `step` (of `mode`) is saved and complete; UNAVAILABLE: it was not saved and
+        never will be (a later step is complete, or training ended); NOT_YET_AVAILABLE otherwise."""
+        self.maybe_refresh()
+        return self._step_state(step, _mode_or_none(mode))
+
+    def _step_state(self, step: int, m: ModeKeys | None) -> StepState:
+        return step_state(self, step, m)
+
+    def wait_for_steps(
+        self,
+        required_steps: Iterable[int],
+        mode: ModeArg = ModeKeys.GLOBAL,
+        *,
+        timeout: float = STEP_WAIT_TIMEOUT_S,
+        interval: float = 2.0,
+        sleep: Callable[[float], None] = time.sleep,
+        clock: Callable[[], float] = time.monotonic,
+    ) -> None:
+        """Return once every step of `required_steps` (steps of `mode`) is complete. Raises
+        StepUnavailable for a step that was skipped, NoMoreData for one past the last step of a
+        finished training, and StepNotYetAvailable when `timeout` seconds pass first (smdebug
+        waits forever). Refreshes while it waits, even inside `no_refresh`; a step already
+        complete costs no storage access."""
+        wait_for_steps(self, required_steps, mode, _mode_or_none(mode), timeout=timeout, interval=interval,
+                       sleep=sleep, clock=clock)
+
+    # ---- collections and tensors -----------------------------------------------------------
+    def collections(self) -> dict[str, MutableCollection]:
+        return self._collections
+
+    def collection(self, name: str) -> MutableCollection:
+        """The collection called `name`; as smdebug's, an empty one is made (in this trial's view)
+        when the trial has none by that name, to be widened with `include`/`add_tensor_name`."""
+        coll = self._collections.get(name)
+        if coll is None:
+            coll = self._collections[name] = MutableCollection(name)
+        return coll
+
+    def _resolve_collection(self, collection: Any) -> Any:
+        if isinstance(collection, str):
+            return self.collection(collection)
+        name = getattr(collection, "name", None)
+        if not isinstance(name, str):
+            raise TypeError(f"Invalid argument type for collection {type(collection)}")
+        # smdebug looks a passed Collection up by name in the trial; one the trial lacks is used as given
+        if name in self._collections or not callable(getattr(collection, "matches", None)):
+            return self.collection(name)
+        return collection
 
     def tensor_names(
         self,
-        collection: str | Collection | None = None,
-        regex: str | Iterable[str] | None = None,
-        mode: ModeArg = None,
+        show_prefixed_tensors: bool = False,
+        *,
         step: int | None = None,
+        mode: ModeArg = ModeKeys.GLOBAL,
+        regex: str | Iterable[str] | None = None,
+        collection: Any = None,
     ) -> list[str]:
+        """Names of the saved tensors: all, or those saved at `step` (a step of `mode`), or in
+        `mode`; then those of `collection` (a name or a Collection) or matching `regex` (one of
+        them only, as smdebug's). `show_prefixed_tensors` is accepted and changes nothing:
+        reductions are folded into their tensor's name."""
+        if regex is not None and collection is not None:
+            raise ValueError("Only one of `regex` or `collection` can be passed to this method")
+        self.maybe_refresh()
         idx = self._index
         m = _mode_or_none(mode)
         names: Iterable[str]
@@ -234,40 +362,44 @@ class Trial:
         else:
             names = idx.tensors
         if collection is not None:
-            coll = collection if isinstance(collection, Collection) else self.collection(collection)
+            coll = self._resolve_collection(collection)
             names = [n for n in names if coll.matches(n)]
         if regex is not None:
             patterns = [re.compile(regex)] if isinstance(regex, str) else [re.compile(r) for r in regex]
             names = [n for n in names if any(p.search(n) for p in patterns)]
         return sorted(names)
 
-    def has_tensor(self, name: str) -> bool:
-        return name in self._index.tensors
+    def has_tensor(self, tname: str) -> bool:
+        if tname not in self._index.tensors:
+            self.maybe_refresh(tname)
+        return tname in self._index.tensors
 
-    def tensor(self, name: str) -> Tensor:
-        t = self._tensor_objects.get(name)
+    def tensor(self, tname: str) -> Tensor:
+        t = self._tensor_objects.get(tname)
         if t is None:
-            rec = self._index.tensors.get(name)
-            if rec is None:
-                self.refresh()
-                rec = self._index.tensors.get(name)
-                if rec is None:
-                    raise TensorUnavailable(name)
-            t = self._tensor_objects[name] = Tensor(self, rec)
+            if not self.has_tensor(tname):
+                raise TensorUnavailable(tname)
+            t = self._tensor_objects[tname] = Tensor(self, self._index.tensors[tname])
         return t
+
+    def _values_by_suffix(self, step: int, mode: ModeArg, **selection: Any) -> list[np.ndarray]:
+        names = sorted(self.tensor_names(step=step, mode=mode, **selection), key=_suffix_number)
+        return [self.tensor(n).value(step, mode=mode) for n in names]
+
+    def inputs(self, step: int, mode: ModeArg = ModeKeys.GLOBAL) -> list[np.ndarray]:
+        """Values of the `inputs` collection at `step`, in the order of their `_<n>` suffix."""
+        return self._values_by_suffix(step, mode, collection="inputs")
+
+    def labels(self, step: int, mode: ModeArg = ModeKeys.GLOBAL) -> list[np.ndarray]:
+        return self._values_by_suffix(step, mode, regex="labels*")
+
+    def predictions(self, step: int, mode: ModeArg = ModeKeys.GLOBAL) -> list[np.ndarray]:
+        return self._values_by_suffix(step, mode, regex="predictions*")
 
     # ---- reading ---------------------------------------------------------------------------
     def read_record(self, loc: Location) -> np.ndarray:
-        """The value stored at `loc`: one ranged read, checked framing, decoded."""
-        data = self.storage.read_range(loc.key, loc.start, loc.length)
-        if len(data) != loc.length:
-            raise CorruptRecordError(
-                f"truncated: index says {loc.length} bytes, file has {len(data)}",
-                where=f"{self.storage.uri}/{loc.key}",
-                offset=loc.start,
-            )
-        where = f"{self.storage.uri}/{loc.key}"
-        return decode_event(decode_record(data, where=where, offset=loc.start), where=where, offset=loc.start).value
+        """The value stored at `loc`: a ranged read, checked framing, decoded (trial/_decode.py)."""
+        return read_value(self.storage, loc.key, loc.start, loc.length)
 
 
 def create_trial(
@@ -276,10 +408,11 @@ def create_trial(
     *,
     s3_client: Any = None,
     endpoint_url: str | None = None,
-    range_steps: tuple[int, int] | None = None,
+    range_steps: tuple[int | None, int | None] | None = None,
 ) -> Trial:
     """Open a trial (local dir or s3://bucket/prefix) and load what is there now. Does not wait:
-    call `wait_for_collections` / `refresh` to follow a live trial."""
+    call `wait_for_collections` / `refresh` to follow a live trial (smdebug's `create_trial`,
+    which waits for the collections files, is trial.kinds.open_trial)."""
     trial = Trial(open_storage(path, client=s3_client, endpoint_url=endpoint_url), name=name, range_steps=range_steps)
     trial.refresh()
     return trial

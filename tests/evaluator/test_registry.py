@@ -12,6 +12,7 @@ from evaluator.rule import Rule, Verdict
 from evaluator.rules import VanishingGradient
 from tests.evaluator._trials import make_trial, train_steps
 from trial import create_trial
+from trial.smdebug_shim import compat_dir
 
 SMDEBUG_STYLE_RULE = '''
 from smdebug.rules.rule import Rule
@@ -79,10 +80,11 @@ def test_smdebug_style_custom_rule_loads_and_runs(tmp_path: Path) -> None:
     path.write_text(SMDEBUG_STYLE_RULE)
     cls = load_custom_rule(path, "CustomGradientRule")
     assert issubclass(cls, Rule)
-    assert "smdebug.rules.rule" not in sys.modules  # the aliases are gone after loading
+    # from now on `smdebug` in this process is sdlocal's package (imports the rule makes later too)
+    assert sys.modules["smdebug"].SDLOCAL and Path(sys.modules["smdebug"].__file__).parent.parent == compat_dir()
     trial = make_trial(tmp_path / "t", train_steps([{"gradient/a": np.full(2, 1.0)}, {"gradient/a": np.full(2, 50.0)}]))
     rule = instantiate_rule(cls, trial, {"threshold": "20"}, action_str="[]")  # old signature: no action_str
-    assert [rule.invoke(0), rule.invoke(1)] == [Verdict.CONDITION_NOT_MET, Verdict.CONDITION_MET]
+    assert [rule.judge_step(0), rule.judge_step(1)] == [Verdict.CONDITION_NOT_MET, Verdict.CONDITION_MET]
 
 
 def test_custom_rule_with_missing_tensor_is_not_evaluated(tmp_path: Path) -> None:
@@ -99,7 +101,7 @@ def test_custom_rule_with_missing_tensor_is_not_evaluated(tmp_path: Path) -> Non
     )
     trial = make_trial(tmp_path / "t", train_steps([{"x": np.ones(1)}, {"y": np.ones(1)}]))
     rule = instantiate_rule(load_custom_rule(path, "NeedsX"), trial, {})
-    assert [rule.invoke(0), rule.invoke(1)] == [Verdict.CONDITION_MET, Verdict.NOT_EVALUATED]
+    assert [rule.judge_step(0), rule.judge_step(1)] == [Verdict.CONDITION_MET, Verdict.NOT_EVALUATED]
 
 
 @pytest.mark.parametrize(

@@ -27,7 +27,7 @@ LOSS = "CrossEntropyLoss_output_0"
 
 
 def verdicts(rule, steps):  # type: ignore[no-untyped-def]
-    return [rule.invoke(s) for s in steps]
+    return [rule.judge_step(s) for s in steps]
 
 
 # ---- LossNotDecreasing -------------------------------------------------------------------------
@@ -101,7 +101,7 @@ def test_vanishing_gradient_threshold_and_eval_steps(tmp_path: Path) -> None:
     trial = make_trial(tmp_path, steps)
     got = verdicts(VanishingGradient(trial), range(4))
     assert got == [Verdict.CONDITION_NOT_MET, Verdict.NOT_EVALUATED, Verdict.CONDITION_MET, Verdict.NOT_EVALUATED]
-    assert VanishingGradient(trial, threshold="1e-2").invoke(0).fired
+    assert VanishingGradient(trial, threshold="1e-2").judge_step(0).fired
 
 
 @pytest.mark.parametrize("bad", ["abc", "-1", "None"])
@@ -141,7 +141,7 @@ def test_all_zero_threshold_and_required_selection(tmp_path: Path) -> None:
     trial = make_trial(tmp_path, train_steps([{W: half}, {W: np.zeros(4, np.float32)}, {W: np.zeros(0, np.float32)}]))
     assert verdicts(AllZero(trial, collection_names="weights"), range(3)) == [
         Verdict.CONDITION_NOT_MET, Verdict.CONDITION_MET, Verdict.NOT_EVALUATED]
-    assert AllZero(trial, tensor_regex="weight", threshold="50").invoke(0).fired
+    assert AllZero(trial, tensor_regex="weight", threshold="50").judge_step(0).fired
     with pytest.raises(RuleParameterError, match="collection_names or tensor_regex is required"):
         AllZero(trial)
     with pytest.raises(RuleParameterError, match="threshold"):
@@ -159,7 +159,7 @@ def test_unchanged_tensor_needs_num_steps_values(tmp_path: Path) -> None:
         Verdict.CONDITION_NOT_MET, Verdict.CONDITION_NOT_MET,
         Verdict.CONDITION_MET,  # 2, 2, 2+1e-9 are allclose
     ]
-    assert UnchangedTensor(make_trial(tmp_path / "two", train_steps([{W: same}, {W: same}])), num_steps="2").invoke(1).fired is False
+    assert UnchangedTensor(make_trial(tmp_path / "two", train_steps([{W: same}, {W: same}])), num_steps="2").judge_step(1).fired is False
     rule2 = UnchangedTensor(make_trial(tmp_path / "b", train_steps([{W: same}, {W: same}])), num_steps="2")
     assert verdicts(rule2, [0, 1]) == [Verdict.NOT_EVALUATED, Verdict.CONDITION_MET]
 
@@ -210,10 +210,10 @@ def test_rules_use_reductions_when_only_reductions_were_saved(tmp_path: Path) ->
         "smdebug/reductions/max/w": np.float32(np.nan),
     })]
     trial = make_trial(tmp_path, steps)
-    assert VanishingGradient(trial).invoke(0) is Verdict.CONDITION_MET  # saved abs_mean 1e-9
-    assert ExplodingTensor(trial, tensor_regex="^w$").invoke(0) is Verdict.CONDITION_MET  # saved max NaN
-    assert AllZero(trial, tensor_regex="x").invoke(0) is Verdict.CONDITION_MET  # saved abs_max 0
-    assert AllZero(trial, tensor_regex="x", threshold="50").invoke(0) is Verdict.CONDITION_MET
+    assert VanishingGradient(trial).judge_step(0) is Verdict.CONDITION_MET  # saved abs_mean 1e-9
+    assert ExplodingTensor(trial, tensor_regex="^w$").judge_step(0) is Verdict.CONDITION_MET  # saved max NaN
+    assert AllZero(trial, tensor_regex="x").judge_step(0) is Verdict.CONDITION_MET  # saved abs_max 0
+    assert AllZero(trial, tensor_regex="x", threshold="50").judge_step(0) is Verdict.CONDITION_MET
 
 
 def test_a_step_the_trial_lacks_is_not_evaluated_by_any_data_rule(tmp_path: Path) -> None:
@@ -226,4 +226,4 @@ def test_a_step_the_trial_lacks_is_not_evaluated_by_any_data_rule(tmp_path: Path
         if cls.__name__ == "StalledTrainingRule":  # judges time: any step it is given is progress
             continue
         rule = cls(trial, **required.get(cls.__name__, {}))
-        assert rule.invoke(7) is Verdict.NOT_EVALUATED, cls.__name__
+        assert rule.judge_step(7) is Verdict.NOT_EVALUATED, cls.__name__

@@ -42,7 +42,7 @@ def test_incremental_refresh_is_cheap(tmp_path: Path) -> None:
     storage = CountingStorage(tmp_path)
     tr = Trial(storage)
     tr.refresh()
-    assert tr.steps() == [] and tr.last_complete_step is None
+    assert tr.steps() == [] and tr.last_complete_step == -1  # smdebug: -1 before any complete step
     for s in range(3):
         step(w, s)
     tr.refresh()
@@ -69,7 +69,7 @@ def test_multi_worker_completeness(tmp_path: Path) -> None:
     tr = create_trial(tmp_path)
     assert tr.num_workers == 2
     assert tr.steps() == [] and tr.steps(show_incomplete_steps=True) == [0, 1, 2, 3]
-    assert tr.last_complete_step is None and not tr.is_step_complete(0)
+    assert tr.last_complete_step == -1 and not tr.is_step_complete(0)
     step(w1, 0)
     step(w1, 2)  # worker_1 skipped step 1: step 1 is complete once worker_1 is past it
     tr.refresh()

@@ -157,7 +157,7 @@ def test_reductions_saved_and_computed(tmp_path: Path) -> None:
     assert set(t.reduction_values(0)) == {("mean", False), ("l2", True)}
     only = tr.tensor("only_red")
     assert only.reduction_value(1, "max") == 5.0
-    with pytest.raises(TensorUnavailableForStep, match="reduced tensor only"):
+    with pytest.raises(TensorUnavailableForStep, match="has reductions saved for this step"):
         only.value(1)
 
 

@@ -1,7 +1,9 @@
-"""smdebug.core.collection: collection names (CollectionKeys) and the Collection class."""
+"""smdebug.core.collection: collection names (CollectionKeys) and smdebug's mutable Collection
+(`include(regex)`, `add_tensor_name(name)`, `tensor_names`, `include_regex`): what
+`trial.collection(name)` hands out (trial/mutable_collection.py)."""
 from __future__ import annotations
 
-from trial.collection import Collection
+from trial.mutable_collection import MutableCollection as Collection
 
 
 class CollectionKeys:

@@ -1,4 +1,5 @@
-"""smdebug.rules.rule: the Rule base class custom rules derive from."""
+"""smdebug.rules.rule: the Rule base class custom rules derive from (`invoke(step)` raises
+RuleEvaluationConditionMet as smdebug's does; sdlocal's evaluator judges steps itself)."""
 from __future__ import annotations
 
 from evaluator.rule import Rule

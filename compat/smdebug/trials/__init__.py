@@ -1,6 +1,12 @@
-"""smdebug.trials: open a trial (local folder or s3://bucket/prefix) with smdebug's Trial API."""
+"""smdebug.trials: open a trial (local folder or s3://bucket/prefix) with smdebug's Trial API.
+
+`create_trial` waits for the training job's collections files, as smdebug's does, but with a
+deadline (`collections_timeout=`, 600 s by default); the trial then refreshes by itself.
+"""
 from __future__ import annotations
 
-from trial import Trial, create_trial
+from trial.kinds import LocalTrial, S3Trial
+from trial.kinds import open_trial as create_trial
+from trial.trial import Trial
 
-__all__ = ["Trial", "create_trial"]
+__all__ = ["LocalTrial", "S3Trial", "Trial", "create_trial"]

@@ -23,7 +23,7 @@ def images(n: int, mean: float = 0.0, shape: tuple[int, ...] = (3, 4, 4)) -> np.
 
 
 def verdicts(rule: CheckInputImages, steps: range) -> list[Verdict]:
-    return [rule.invoke(s) for s in steps]
+    return [rule.judge_step(s) for s in steps]
 
 
 def test_unnormalized_images_fire_after_threshold_samples(tmp_path: Path) -> None:
@@ -35,7 +35,7 @@ def test_unnormalized_images_fire_after_threshold_samples(tmp_path: Path) -> Non
 
 def test_normalized_images_are_silent(tmp_path: Path) -> None:
     trial = make_trial(tmp_path, train_steps([{IMG: images(600)}]))
-    assert CheckInputImages(trial).invoke(0) is Verdict.CONDITION_NOT_MET
+    assert CheckInputImages(trial).judge_step(0) is Verdict.CONDITION_NOT_MET
 
 
 def test_one_channel_off_and_channels_last(tmp_path: Path) -> None:
@@ -43,10 +43,10 @@ def test_one_channel_off_and_channels_last(tmp_path: Path) -> None:
     nchw[:, 2] += 1.0  # only the third channel is not normalized
     nhwc = np.moveaxis(nchw, 1, 3).copy()
     trial = make_trial(tmp_path, train_steps([{IMG: nchw}, {"nhwc_input_0": nhwc}]))
-    assert CheckInputImages(trial).invoke(0) is Verdict.CONDITION_MET
+    assert CheckInputImages(trial).judge_step(0) is Verdict.CONDITION_MET
     # channel 3 of NHWC: the same finding; channel 1 of NHWC would average the channels away
-    assert CheckInputImages(trial, regex="nhwc", channel="3").invoke(1) is Verdict.CONDITION_MET
-    assert CheckInputImages(trial, regex="nhwc", channel="1", threshold_mean="0.5").invoke(1) is Verdict.CONDITION_NOT_MET
+    assert CheckInputImages(trial, regex="nhwc", channel="3").judge_step(1) is Verdict.CONDITION_MET
+    assert CheckInputImages(trial, regex="nhwc", channel="1", threshold_mean="0.5").judge_step(1) is Verdict.CONDITION_NOT_MET
 
 
 def test_collection_members_nan_mixed_modes_missing_steps(tmp_path: Path) -> None:
@@ -60,7 +60,7 @@ def test_collection_members_nan_mixed_modes_missing_steps(tmp_path: Path) -> Non
     writer.write_end_marker()
     rule = CheckInputImages(create_trial(str(tmp_path)))
     assert verdicts(rule, range(3)) == [Verdict.NOT_EVALUATED, Verdict.NOT_EVALUATED, Verdict.CONDITION_MET]
-    assert rule.invoke(2) is Verdict.CONDITION_MET  # a step is counted once
+    assert rule.judge_step(2) is Verdict.CONDITION_MET  # a step is counted once
 
 
 def test_no_images_and_tensors_without_the_channel_axis(tmp_path: Path) -> None:

@@ -37,7 +37,7 @@ def steps_of(pairs: list[tuple[np.ndarray, np.ndarray | None]], mode: str = "TRA
 
 def run(trial: Trial, **params: object) -> list[Verdict]:
     rule = ClassImbalance(trial, **params)  # type: ignore[arg-type]
-    return [rule.invoke(s) for s in trial.steps()]
+    return [rule.judge_step(s) for s in trial.steps()]
 
 
 def test_imbalanced_labels_fire_after_samples(tmp_path: Path) -> None:
@@ -109,7 +109,7 @@ def test_edge_cases(tmp_path: Path) -> None:
     spec.append((3, "EVAL", 0, {LABELS: np.zeros(90), PREDS: np.zeros(90)}))  # EVAL counts on its own
     trial = make_trial(tmp_path, spec)
     rule = ClassImbalance(trial, samples="90")
-    assert [rule.invoke(s) for s in range(4)] == [N, NOT, N, NOT]
+    assert [rule.judge_step(s) for s in range(4)] == [N, NOT, N, NOT]
     assert rule._state[ModeKeys.TRAIN].labels_seen == 90  # 30 + 60: the NaN labels dropped
     one = make_trial(tmp_path / "one", steps_of([(labels, labels)]))
     assert evaluate(one, ClassImbalance(one), sleep=lambda s: None).status is Status.NO_ISSUES_FOUND

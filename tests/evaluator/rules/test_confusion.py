@@ -69,7 +69,7 @@ def test_identity_is_silent_and_confusion_fires(tmp_path: Path) -> None:
 def test_invoke_at_step_only_collects(tmp_path: Path) -> None:
     root = write(tmp_path, [(0, "TRAIN", 0, batch(WRONG)), (1, "EVAL", 0, batch(WRONG))])
     rule = Confusion(create_trial(str(root)))
-    assert [rule.invoke(s) for s in (0, 1)] == [Verdict.NOT_EVALUATED, Verdict.NOT_EVALUATED]
+    assert [rule.judge_step(s) for s in (0, 1)] == [Verdict.NOT_EVALUATED, Verdict.NOT_EVALUATED]
     assert rule.invoke_at_end() is Verdict.CONDITION_MET
     assert Confusion(create_trial(str(root))).invoke_at_end() is Verdict.NOT_EVALUATED  # nothing collected
 
@@ -135,7 +135,7 @@ def test_labels_and_predictions_by_tensor_name_and_class_ids(tmp_path: Path) -> 
     # no collections: the tensors named "labels" / "predictions"
     assert evaluate(off, Confusion(off), sleep=lambda s: None).status is Status.ISSUES_FOUND
     rule = Confusion(off, labels="none", predictions="none")
-    assert rule.invoke(0) is Verdict.NOT_EVALUATED and rule.invoke_at_end() is Verdict.NOT_EVALUATED
+    assert rule.judge_step(0) is Verdict.NOT_EVALUATED and rule.invoke_at_end() is Verdict.NOT_EVALUATED
 
 
 def test_category_no_inferred_or_given(tmp_path: Path) -> None:

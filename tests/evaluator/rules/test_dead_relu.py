@@ -28,7 +28,7 @@ def relu_layer(dead_units: int, units: int = 10, samples: int = 64) -> np.ndarra
 
 
 def verdicts(rule: DeadRelu, steps: range | list[int]) -> list[Verdict]:
-    return [rule.invoke(s) for s in steps]
+    return [rule.judge_step(s) for s in steps]
 
 
 def test_fires_when_more_than_half_of_a_layer_is_dead(tmp_path: Path) -> None:
@@ -38,16 +38,16 @@ def test_fires_when_more_than_half_of_a_layer_is_dead(tmp_path: Path) -> None:
 
 def test_threshold_layer_is_strict_and_parsed_from_strings(tmp_path: Path) -> None:
     trial = make_trial(tmp_path, [(0, "TRAIN", 0, {OUT: relu_layer(5)})])  # exactly 50 % dead
-    assert DeadRelu(trial).invoke(0) is Verdict.CONDITION_NOT_MET
-    assert DeadRelu(trial, threshold_layer="40").invoke(0) is Verdict.CONDITION_MET
+    assert DeadRelu(trial).judge_step(0) is Verdict.CONDITION_NOT_MET
+    assert DeadRelu(trial, threshold_layer="40").judge_step(0) is Verdict.CONDITION_MET
 
 
 def test_threshold_inactivity_counts_rarely_active_units_as_dead(tmp_path: Path) -> None:
     value = np.zeros((100, 4), dtype=np.float32)
     value[:3, :] = 1.0  # every unit active in 3 % of the samples
     trial = make_trial(tmp_path, [(0, "TRAIN", 0, {OUT: value})])
-    assert DeadRelu(trial).invoke(0) is Verdict.CONDITION_NOT_MET  # 3 % >= 1 %
-    assert DeadRelu(trial, threshold_inactivity="5").invoke(0) is Verdict.CONDITION_MET
+    assert DeadRelu(trial).judge_step(0) is Verdict.CONDITION_NOT_MET  # 3 % >= 1 %
+    assert DeadRelu(trial, threshold_inactivity="5").judge_step(0) is Verdict.CONDITION_MET
 
 
 def test_collection_members_are_inspected_whatever_their_name(tmp_path: Path) -> None:
@@ -59,19 +59,19 @@ def test_collection_members_are_inspected_whatever_their_name(tmp_path: Path) ->
     writer.write_step(0, "TRAIN", 0, [(name, relu_layer(9))])
     writer.write_end_marker()
     trial = create_trial(str(root))
-    assert DeadRelu(trial).invoke(0) is Verdict.CONDITION_MET
-    assert DeadRelu(trial, collection_names="none").invoke(0) is Verdict.NOT_EVALUATED
+    assert DeadRelu(trial).judge_step(0) is Verdict.CONDITION_MET
+    assert DeadRelu(trial, collection_names="none").judge_step(0) is Verdict.NOT_EVALUATED
 
 
 def test_regex_selects_other_tensors(tmp_path: Path) -> None:
     trial = make_trial(tmp_path, [(0, "TRAIN", 0, {"Net_act_output_0": relu_layer(9), OUT: relu_layer(0)})])
-    assert DeadRelu(trial).invoke(0) is Verdict.CONDITION_NOT_MET
-    assert DeadRelu(trial, tensor_regex="act_output,.*relu_output").invoke(0) is Verdict.CONDITION_MET
+    assert DeadRelu(trial).judge_step(0) is Verdict.CONDITION_NOT_MET
+    assert DeadRelu(trial, tensor_regex="act_output,.*relu_output").judge_step(0) is Verdict.CONDITION_MET
 
 
 def test_no_matching_tensor_is_not_evaluated_and_no_issue(tmp_path: Path) -> None:
     root = write_steps(tmp_path, [(0, "TRAIN", 0, {"Net_fc0.weight": np.ones((3, 3), np.float32)})])
-    assert DeadRelu(create_trial(str(root))).invoke(0) is Verdict.NOT_EVALUATED
+    assert DeadRelu(create_trial(str(root))).judge_step(0) is Verdict.NOT_EVALUATED
     status = evaluate_trial(str(root), "DeadRelu", {})
     assert status.status is Status.NO_ISSUES_FOUND
 
@@ -94,7 +94,7 @@ def test_one_step_mixed_modes_and_missing_steps(tmp_path: Path) -> None:
     trial = make_trial(tmp_path, steps)
     assert verdicts(DeadRelu(trial), [0, 1, 2]) == [Verdict.CONDITION_NOT_MET, Verdict.NOT_EVALUATED, Verdict.CONDITION_MET]
     single = make_trial(tmp_path / "one", [(0, "TRAIN", 0, {OUT: relu_layer(10)})])
-    assert DeadRelu(single).invoke(0) is Verdict.CONDITION_MET
+    assert DeadRelu(single).judge_step(0) is Verdict.CONDITION_MET
 
 
 def test_conv_and_1d_outputs(tmp_path: Path) -> None:

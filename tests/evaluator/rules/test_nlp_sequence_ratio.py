@@ -27,16 +27,16 @@ def sequences(padding_percent: int, token: int = 0) -> np.ndarray:
 def test_padding_majority_fires(tmp_path: Path) -> None:
     trial = make_trial(tmp_path, train_steps([{SEQ: sequences(60)}, {SEQ: sequences(50)}, {SEQ: sequences(10)}]))
     rule = NLPSequenceRatio(trial)
-    assert [rule.invoke(s) for s in range(3)] == [Verdict.CONDITION_MET, Verdict.CONDITION_NOT_MET,
+    assert [rule.judge_step(s) for s in range(3)] == [Verdict.CONDITION_MET, Verdict.CONDITION_NOT_MET,
                                                   Verdict.CONDITION_NOT_MET]
 
 
 def test_token_lists_and_thresholds_from_strings(tmp_path: Path) -> None:
     trial = make_trial(tmp_path, train_steps([{SEQ: sequences(30, token=1)}]))
-    assert NLPSequenceRatio(trial).invoke(0) is Verdict.CONDITION_NOT_MET  # token 0 absent
-    assert NLPSequenceRatio(trial, token_values="0,1", token_thresholds_percent="50,20").invoke(0) is Verdict.CONDITION_MET
-    assert NLPSequenceRatio(trial, token_values="0, 1", token_thresholds_percent="25").invoke(0) is Verdict.CONDITION_MET
-    assert NLPSequenceRatio(trial, token_values=[1], token_thresholds_percent=[40]).invoke(0) is Verdict.CONDITION_NOT_MET
+    assert NLPSequenceRatio(trial).judge_step(0) is Verdict.CONDITION_NOT_MET  # token 0 absent
+    assert NLPSequenceRatio(trial, token_values="0,1", token_thresholds_percent="50,20").judge_step(0) is Verdict.CONDITION_MET
+    assert NLPSequenceRatio(trial, token_values="0, 1", token_thresholds_percent="25").judge_step(0) is Verdict.CONDITION_MET
+    assert NLPSequenceRatio(trial, token_values=[1], token_thresholds_percent=[40]).judge_step(0) is Verdict.CONDITION_NOT_MET
 
 
 def test_float_tensors_nan_collection_members_modes_and_missing_steps(tmp_path: Path) -> None:
@@ -50,14 +50,14 @@ def test_float_tensors_nan_collection_members_modes_and_missing_steps(tmp_path: 
     writer.write_step(3, "EVAL", 1, [("tokens", np.full((2, 2), np.nan, np.float32))])
     writer.write_end_marker()
     rule = NLPSequenceRatio(create_trial(str(tmp_path)))
-    assert [rule.invoke(s) for s in range(4)] == [
+    assert [rule.judge_step(s) for s in range(4)] == [
         Verdict.CONDITION_NOT_MET, Verdict.NOT_EVALUATED, Verdict.CONDITION_MET, Verdict.NOT_EVALUATED]
-    assert NLPSequenceRatio(create_trial(str(tmp_path)), token_thresholds_percent="41").invoke(0) is Verdict.CONDITION_MET
+    assert NLPSequenceRatio(create_trial(str(tmp_path)), token_thresholds_percent="41").judge_step(0) is Verdict.CONDITION_MET
 
 
 def test_no_sequences_and_one_step(tmp_path: Path) -> None:
     trial = make_trial(tmp_path, train_steps([{"x": np.zeros(10, np.float32)}]))
-    assert NLPSequenceRatio(trial).invoke(0) is Verdict.NOT_EVALUATED
+    assert NLPSequenceRatio(trial).judge_step(0) is Verdict.NOT_EVALUATED
     assert evaluate_trial(str(tmp_path), "NLPSequenceRatio", {}).status is Status.NO_ISSUES_FOUND
     make_trial(tmp_path / "one", train_steps([{SEQ: sequences(90)}]))
     assert evaluate_trial(str(tmp_path / "one"), "NLPSequenceRatio", {}).status is Status.ISSUES_FOUND

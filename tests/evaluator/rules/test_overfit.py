@@ -35,7 +35,7 @@ def phases(*runs: tuple[str, list[float]], name: str = LOSS) -> list[StepSpec]:
 
 def run(trial: Trial, **params: object) -> list[Verdict]:
     rule = Overfit(trial, **params)  # type: ignore[arg-type]
-    return [rule.invoke(s) for s in trial.steps()]
+    return [rule.judge_step(s) for s in trial.steps()]
 
 
 def test_fires_when_validation_loss_is_far_above_training(tmp_path: Path) -> None:
@@ -130,7 +130,7 @@ def test_fixture_healthy_eval_is_evaluated(fixture_trials: Path) -> None:
     # the training spread.)
     trial = create_trial(str(fixture_trials / "healthy_eval"))
     rule = Overfit(trial)
-    verdicts = [rule.invoke(s) for s in trial.steps()]
+    verdicts = [rule.judge_step(s) for s in trial.steps()]
     assert NOT in verdicts and MET not in verdicts
 
 

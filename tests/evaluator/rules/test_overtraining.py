@@ -33,7 +33,7 @@ def phases(*runs: tuple[str, list[float]]) -> list[StepSpec]:
 def judged(trial: Trial, **params: object) -> dict[int, Verdict]:
     """The evaluated steps and their verdicts."""
     rule = Overtraining(trial, **params)  # type: ignore[arg-type]
-    verdicts = {s: rule.invoke(s) for s in trial.steps()}
+    verdicts = {s: rule.judge_step(s) for s in trial.steps()}
     return {s: v for s, v in verdicts.items() if v is not N}
 
 
@@ -84,7 +84,7 @@ def test_modes_nan_and_missing_steps(tmp_path: Path) -> None:
             (4, "EVAL", 0, {LOSS: np.float32(1.0)})]  # closes the training period (one loss: 1.0)
     trial = make_trial(tmp_path, spec)
     rule = Overtraining(trial)
-    assert [rule.invoke(s) for s in range(5)] == [N, N, N, N, NOT]
+    assert [rule.judge_step(s) for s in range(5)] == [N, N, N, N, NOT]
     assert rule._curves[(rule._phase(None), LOSS)].best == 1.0  # type: ignore[index]
     one = make_trial(tmp_path / "one", losses([1.0]))
     assert evaluate(one, Overtraining(one), sleep=lambda s: None).status is Status.NO_ISSUES_FOUND

@@ -30,7 +30,7 @@ def grad(std: float = 0.01) -> dict[str, np.ndarray]:
 
 
 def rule_verdicts(rule: PoorWeightInitialization, steps: range | list[int]) -> list[Verdict]:
-    return [rule.invoke(s) for s in steps]
+    return [rule.judge_step(s) for s in steps]
 
 
 def test_activation_variance_ratio(tmp_path: Path) -> None:
@@ -39,7 +39,7 @@ def test_activation_variance_ratio(tmp_path: Path) -> None:
     trial = make_trial(tmp_path, steps)
     assert rule_verdicts(PoorWeightInitialization(trial), range(3)) == [
         Verdict.CONDITION_NOT_MET, Verdict.CONDITION_MET, Verdict.CONDITION_MET]
-    assert PoorWeightInitialization(trial, threshold="1000").invoke(1) is Verdict.CONDITION_NOT_MET
+    assert PoorWeightInitialization(trial, threshold="1000").judge_step(1) is Verdict.CONDITION_NOT_MET
 
 
 def test_activation_inputs_from_the_collection_and_the_regex(tmp_path: Path) -> None:
@@ -49,16 +49,16 @@ def test_activation_inputs_from_the_collection_and_the_regex(tmp_path: Path) -> 
                                       (IN1, np.float32(RNG.standard_normal((8, 8))))])
     writer.write_end_marker()
     trial = create_trial(str(tmp_path))
-    assert PoorWeightInitialization(trial).invoke(0) is Verdict.CONDITION_MET  # 100x
+    assert PoorWeightInitialization(trial).judge_step(0) is Verdict.CONDITION_MET  # 100x
     # one layer only (collection not inspected): nothing to compare
-    assert PoorWeightInitialization(trial, collection_names="none").invoke(0) is Verdict.NOT_EVALUATED
+    assert PoorWeightInitialization(trial, collection_names="none").judge_step(0) is Verdict.NOT_EVALUATED
 
 
 def test_gradient_spread(tmp_path: Path) -> None:
     trial = make_trial(tmp_path, train_steps([grad(0.01), grad(1e-5), {G: np.zeros((4, 4), np.float32)}]))
     assert rule_verdicts(PoorWeightInitialization(trial), range(3)) == [
         Verdict.CONDITION_NOT_MET, Verdict.CONDITION_MET, Verdict.CONDITION_MET]
-    assert PoorWeightInitialization(trial, distribution_range="1e-6").invoke(1) is Verdict.CONDITION_NOT_MET
+    assert PoorWeightInitialization(trial, distribution_range="1e-6").judge_step(1) is Verdict.CONDITION_NOT_MET
 
 
 def test_loss_must_go_below_the_first_loss_within_patience(tmp_path: Path) -> None:
@@ -79,7 +79,7 @@ def test_loss_must_go_below_the_first_loss_within_patience(tmp_path: Path) -> No
 def test_nan_loss_is_never_lower_and_nan_gradients_are_left_out(tmp_path: Path) -> None:
     nan = np.float32("nan")
     trial = make_trial(tmp_path, train_steps([{LOSS: np.float32(1.0)}, *({LOSS: nan} for _ in range(5))]))
-    assert PoorWeightInitialization(trial, patience="5").invoke(0) is Verdict.NOT_EVALUATED
+    assert PoorWeightInitialization(trial, patience="5").judge_step(0) is Verdict.NOT_EVALUATED
     rule = PoorWeightInitialization(trial)
     assert rule_verdicts(rule, range(6))[-1] is Verdict.CONDITION_MET
     g = grad(0.01)[G]
@@ -103,7 +103,7 @@ def test_only_the_first_steps_train_steps_and_missing_tensors(tmp_path: Path) ->
     ]
     one = make_trial(tmp_path / "one", train_steps([{LOSS: np.float32(1)}]))
     assert evaluate_trial(str(tmp_path / "one"), "PoorWeightInitialization", {}).status is Status.NO_ISSUES_FOUND
-    assert PoorWeightInitialization(one).invoke(0) is Verdict.NOT_EVALUATED
+    assert PoorWeightInitialization(one).judge_step(0) is Verdict.NOT_EVALUATED
 
 
 @pytest.mark.parametrize(("param", "value"), [("threshold", "ten"), ("distribution_range", "-1"), ("patience", "0"),

@@ -31,7 +31,7 @@ def test_tanh_fires_beyond_its_band(tmp_path: Path) -> None:
     trial = make_trial(tmp_path, [(0, "TRAIN", 0, {TANH: layer(6, 12.0)}), (1, "TRAIN", 1, {TANH: layer(6, -9.0)}),
                                   (2, "TRAIN", 2, {TANH: layer(6, -12.0)})])
     rule = SaturatedActivation(trial)
-    assert [rule.invoke(s) for s in range(3)] == [Verdict.CONDITION_MET, Verdict.CONDITION_NOT_MET, Verdict.CONDITION_MET]
+    assert [rule.judge_step(s) for s in range(3)] == [Verdict.CONDITION_MET, Verdict.CONDITION_NOT_MET, Verdict.CONDITION_MET]
 
 
 def test_sigmoid_band_is_not_the_tanh_band(tmp_path: Path) -> None:
@@ -39,19 +39,19 @@ def test_sigmoid_band_is_not_the_tanh_band(tmp_path: Path) -> None:
     trial = make_trial(tmp_path, [(0, "TRAIN", 0, {SIGMOID: layer(8, 12.0)}), (1, "TRAIN", 1, {SIGMOID: layer(8, 20.0)}),
                                   (2, "TRAIN", 2, {SIGMOID: layer(8, -30.0)})])
     rule = SaturatedActivation(trial)
-    assert [rule.invoke(s) for s in range(3)] == [Verdict.CONDITION_NOT_MET, Verdict.CONDITION_MET, Verdict.CONDITION_MET]
+    assert [rule.judge_step(s) for s in range(3)] == [Verdict.CONDITION_NOT_MET, Verdict.CONDITION_MET, Verdict.CONDITION_MET]
     narrow = SaturatedActivation(trial, threshold_sigmoid_min="-5", threshold_sigmoid_max="5")
-    assert narrow.invoke(0) is Verdict.CONDITION_MET
+    assert narrow.judge_step(0) is Verdict.CONDITION_MET
 
 
 def test_threshold_layer_and_inactivity_from_strings(tmp_path: Path) -> None:
     value = layer(5, 12.0)  # exactly half the nodes saturated: not more than 50 %
     value[:2, 5:] = 12.0
     trial = make_trial(tmp_path, [(0, "TRAIN", 0, {TANH: value})])
-    assert SaturatedActivation(trial).invoke(0) is Verdict.CONDITION_NOT_MET
-    assert SaturatedActivation(trial, threshold_layer="49.5").invoke(0) is Verdict.CONDITION_MET
+    assert SaturatedActivation(trial).judge_step(0) is Verdict.CONDITION_NOT_MET
+    assert SaturatedActivation(trial, threshold_layer="49.5").judge_step(0) is Verdict.CONDITION_MET
     # the other nodes are inside the band in 62 of 64 samples (97 %): saturated only at 98 %
-    assert SaturatedActivation(trial, threshold_layer="60", threshold_inactivity="98").invoke(0) is Verdict.CONDITION_MET
+    assert SaturatedActivation(trial, threshold_layer="60", threshold_inactivity="98").judge_step(0) is Verdict.CONDITION_MET
 
 
 def test_activation_told_by_collection_whatever_the_name(tmp_path: Path) -> None:
@@ -61,13 +61,13 @@ def test_activation_told_by_collection_whatever_the_name(tmp_path: Path) -> None
     writer.write_step(0, "TRAIN", 0, [(name, layer(8, 12.0))])
     writer.write_end_marker()
     trial = create_trial(str(tmp_path))
-    assert SaturatedActivation(trial).invoke(0) is Verdict.CONDITION_NOT_MET  # sigmoid band: 12 is fine
-    assert SaturatedActivation(trial, threshold_sigmoid_max="10").invoke(0) is Verdict.CONDITION_MET
+    assert SaturatedActivation(trial).judge_step(0) is Verdict.CONDITION_NOT_MET  # sigmoid band: 12 is fine
+    assert SaturatedActivation(trial, threshold_sigmoid_max="10").judge_step(0) is Verdict.CONDITION_MET
 
 
 def test_tensor_neither_tanh_nor_sigmoid_is_not_judged(tmp_path: Path) -> None:
     trial = make_trial(tmp_path, [(0, "TRAIN", 0, {"Net_act_input_0": layer(10, 50.0)})])
-    assert SaturatedActivation(trial, tensor_regex="act_input").invoke(0) is Verdict.NOT_EVALUATED
+    assert SaturatedActivation(trial, tensor_regex="act_input").judge_step(0) is Verdict.NOT_EVALUATED
 
 
 def test_no_tensors_nan_one_step_mixed_modes_missing_steps(tmp_path: Path) -> None:
@@ -81,7 +81,7 @@ def test_no_tensors_nan_one_step_mixed_modes_missing_steps(tmp_path: Path) -> No
     ]
     trial = make_trial(tmp_path, steps)
     rule = SaturatedActivation(trial)
-    assert [rule.invoke(s) for s in range(4)] == [
+    assert [rule.judge_step(s) for s in range(4)] == [
         Verdict.NOT_EVALUATED, Verdict.CONDITION_NOT_MET, Verdict.CONDITION_MET, Verdict.NOT_EVALUATED]
     root = write_steps(tmp_path / "none", [(0, "TRAIN", 0, {"Net_fc0.weight": np.ones((2, 2), np.float32)})])
     assert evaluate_trial(str(root), "SaturatedActivation", {}).status is Status.NO_ISSUES_FOUND

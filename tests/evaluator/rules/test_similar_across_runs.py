@@ -29,7 +29,7 @@ def test_identical_runs_are_silent(tmp_path: Path) -> None:
     spec = train_steps([_run(i) for i in range(4)])
     base, other = make_trial(tmp_path / "a", spec), make_trial(tmp_path / "b", spec)
     rule = SimilarAcrossRuns(base, other_trials=[other])
-    assert [rule.invoke(s) for s in range(4)] == [Verdict.CONDITION_NOT_MET] * 4
+    assert [rule.judge_step(s) for s in range(4)] == [Verdict.CONDITION_NOT_MET] * 4
     assert evaluate(base, SimilarAcrossRuns(base, other_trials=[other]), sleep=lambda s: None).status is Status.NO_ISSUES_FOUND
 
 
@@ -37,12 +37,12 @@ def test_fires_where_a_tensor_differs(tmp_path: Path) -> None:
     base = make_trial(tmp_path / "a", train_steps([_run(i) for i in range(4)]))
     other = make_trial(tmp_path / "b", train_steps([_run(i, w=1.0 if i < 2 else 1.1) for i in range(4)]))
     rule = SimilarAcrossRuns(base, other_trials=[other])
-    assert [rule.invoke(s) for s in range(4)] == [Verdict.CONDITION_NOT_MET] * 2 + [Verdict.CONDITION_MET] * 2
+    assert [rule.judge_step(s) for s in range(4)] == [Verdict.CONDITION_NOT_MET] * 2 + [Verdict.CONDITION_MET] * 2
     status = evaluate(base, SimilarAcrossRuns(base, other_trials=[other]), sleep=lambda s: None)
     assert status.status is Status.ISSUES_FOUND and "at step 2 resulted" in status.status_details
     # the selection limits what is compared: the losses agree
     rule = SimilarAcrossRuns(base, collection_names="losses", other_trials=[other])
-    assert not any(rule.invoke(s).fired for s in range(4))
+    assert not any(rule.judge_step(s).fired for s in range(4))
 
 
 def test_tolerance_nan_and_shape(tmp_path: Path) -> None:
@@ -50,9 +50,9 @@ def test_tolerance_nan_and_shape(tmp_path: Path) -> None:
     other = make_trial(tmp_path / "b", train_steps([{W: np.array([1.0, np.nan])}, {W: np.ones(2) + 1e-9}, {W: np.ones(3)}]))
     rule = SimilarAcrossRuns(base, other_trials=[other])
     # NaN at the same place is the same value; float noise is not a difference; shapes are
-    assert [rule.invoke(s) for s in range(3)] == [Verdict.CONDITION_NOT_MET, Verdict.CONDITION_NOT_MET, Verdict.CONDITION_MET]
+    assert [rule.judge_step(s) for s in range(3)] == [Verdict.CONDITION_NOT_MET, Verdict.CONDITION_NOT_MET, Verdict.CONDITION_MET]
     other_nan = make_trial(tmp_path / "c", train_steps([{W: np.array([1.0, 2.0])}]))
-    assert SimilarAcrossRuns(base, other_trials=[other_nan]).invoke(0) is Verdict.CONDITION_MET
+    assert SimilarAcrossRuns(base, other_trials=[other_nan]).judge_step(0) is Verdict.CONDITION_MET
 
 
 def test_steps_are_matched_by_mode_and_mode_step(tmp_path: Path) -> None:
@@ -62,17 +62,17 @@ def test_steps_are_matched_by_mode_and_mode_step(tmp_path: Path) -> None:
     other = make_trial(tmp_path / "b", [(0, "TRAIN", 0, {W: np.ones(2)}), (1, "TRAIN", 1, {W: np.ones(2)}),
                                         (2, "EVAL", 0, {LOSS: np.float32(0.5)})])
     rule = SimilarAcrossRuns(base, other_trials=[other])
-    assert [rule.invoke(s) for s in range(3)] == [Verdict.CONDITION_NOT_MET] * 3
+    assert [rule.judge_step(s) for s in range(3)] == [Verdict.CONDITION_NOT_MET] * 3
     other2 = make_trial(tmp_path / "c", [(0, "TRAIN", 0, {W: np.ones(2)}), (1, "EVAL", 0, {LOSS: np.float32(0.7)})])
     rule = SimilarAcrossRuns(base, other_trials=[other2])
-    assert [rule.invoke(s) for s in range(3)] == [Verdict.CONDITION_NOT_MET, Verdict.CONDITION_MET, Verdict.NOT_EVALUATED]
+    assert [rule.judge_step(s) for s in range(3)] == [Verdict.CONDITION_NOT_MET, Verdict.CONDITION_MET, Verdict.NOT_EVALUATED]
 
 
 def test_missing_in_other_or_no_match_is_not_evaluated(tmp_path: Path) -> None:
     base = make_trial(tmp_path / "a", train_steps([{W: np.ones(2), G: np.ones(2)}, {W: np.ones(2)}]))
     other = make_trial(tmp_path / "b", train_steps([{G: np.ones(2)}]))
     rule = SimilarAcrossRuns(base, other_trials=[other])
-    assert [rule.invoke(s) for s in range(2)] == [Verdict.CONDITION_NOT_MET, Verdict.NOT_EVALUATED]
+    assert [rule.judge_step(s) for s in range(2)] == [Verdict.CONDITION_NOT_MET, Verdict.NOT_EVALUATED]
     rule = SimilarAcrossRuns(base, tensor_regex="nomatch", collection_names="relu_output", other_trials=[other])
     assert evaluate(base, rule, sleep=lambda s: None).status is Status.NO_ISSUES_FOUND
 
@@ -82,17 +82,17 @@ def test_live_other_trial_is_refreshed(tmp_path: Path) -> None:
     write_steps(tmp_path / "b", train_steps([{W: np.ones(2)}]), end=False)
     other = create_trial(str(tmp_path / "b"))
     rule = SimilarAcrossRuns(base, other_trials=[other])
-    assert rule.invoke(0) is Verdict.CONDITION_NOT_MET
+    assert rule.judge_step(0) is Verdict.CONDITION_NOT_MET
     TrialWriter(tmp_path / "b").write_step(1, "TRAIN", 1, [(W, np.zeros(2))])
-    assert rule.invoke(1) is Verdict.CONDITION_MET
+    assert rule.judge_step(1) is Verdict.CONDITION_MET
 
 
 def test_several_other_trials_fire_if_any_differs(tmp_path: Path) -> None:
     spec = train_steps([_run(0)])
     base, same = make_trial(tmp_path / "a", spec), make_trial(tmp_path / "b", spec)
     different = make_trial(tmp_path / "c", train_steps([_run(0, w=2.0)]))
-    assert SimilarAcrossRuns(base, other_trials=[same, different]).invoke(0) is Verdict.CONDITION_MET
-    assert SimilarAcrossRuns(base, other_trials=[same, same]).invoke(0) is Verdict.CONDITION_NOT_MET
+    assert SimilarAcrossRuns(base, other_trials=[same, different]).judge_step(0) is Verdict.CONDITION_MET
+    assert SimilarAcrossRuns(base, other_trials=[same, same]).judge_step(0) is Verdict.CONDITION_NOT_MET
 
 
 def test_other_trials_are_required(tmp_path: Path) -> None:

@@ -24,7 +24,7 @@ NARROW = np.array([0.5, 0.5001], np.float32)  # variance 2.5e-9
 def test_fires_above_max_threshold(tmp_path: Path) -> None:
     trial = make_trial(tmp_path, train_steps([{W: NARROW}, {W: np.array([0.0, 2.0])}, {W: WIDE}]))
     rule = TensorVariance(trial, collection_names="weights", max_threshold="10")
-    assert [rule.invoke(s) for s in range(3)] == [Verdict.CONDITION_NOT_MET, Verdict.CONDITION_NOT_MET, Verdict.CONDITION_MET]
+    assert [rule.judge_step(s) for s in range(3)] == [Verdict.CONDITION_NOT_MET, Verdict.CONDITION_NOT_MET, Verdict.CONDITION_MET]
     status = evaluate(trial, TensorVariance(trial, collection_names="weights", max_threshold="10"), sleep=lambda s: None)
     assert status.status is Status.ISSUES_FOUND and "at step 2 resulted" in status.status_details
 
@@ -32,27 +32,27 @@ def test_fires_above_max_threshold(tmp_path: Path) -> None:
 def test_fires_below_min_threshold(tmp_path: Path) -> None:
     trial = make_trial(tmp_path, train_steps([{W: WIDE}, {W: NARROW}]))
     rule = TensorVariance(trial, tensor_regex=r"fc1\.weight", min_threshold="1e-6")
-    assert [rule.invoke(s) for s in range(2)] == [Verdict.CONDITION_NOT_MET, Verdict.CONDITION_MET]
+    assert [rule.judge_step(s) for s in range(2)] == [Verdict.CONDITION_NOT_MET, Verdict.CONDITION_MET]
 
 
 def test_silent_within_bounds(tmp_path: Path) -> None:
     rng = np.random.default_rng(0)
     trial = make_trial(tmp_path, train_steps([{W: rng.normal(0, 1, 100).astype(np.float32)} for _ in range(5)]))
     rule = TensorVariance(trial, collection_names="weights", max_threshold="2", min_threshold="0.5")
-    assert all(rule.invoke(s) is Verdict.CONDITION_NOT_MET for s in range(5))
+    assert all(rule.judge_step(s) is Verdict.CONDITION_NOT_MET for s in range(5))
 
 
 def test_collection_and_regex_are_a_union(tmp_path: Path) -> None:
     trial = make_trial(tmp_path, train_steps([{W: NARROW, B: WIDE, G: NARROW}]))
-    assert TensorVariance(trial, collection_names="weights", max_threshold="1").invoke(0) is Verdict.CONDITION_NOT_MET
-    assert TensorVariance(trial, collection_names=["weights"], tensor_regex=r"bias$", max_threshold="1").invoke(0) is Verdict.CONDITION_MET
-    assert TensorVariance(trial, collection_names="weights,biases", max_threshold="1").invoke(0) is Verdict.CONDITION_MET
+    assert TensorVariance(trial, collection_names="weights", max_threshold="1").judge_step(0) is Verdict.CONDITION_NOT_MET
+    assert TensorVariance(trial, collection_names=["weights"], tensor_regex=r"bias$", max_threshold="1").judge_step(0) is Verdict.CONDITION_MET
+    assert TensorVariance(trial, collection_names="weights,biases", max_threshold="1").judge_step(0) is Verdict.CONDITION_MET
 
 
 def test_without_thresholds_nothing_is_evaluated(tmp_path: Path) -> None:
     trial = make_trial(tmp_path, train_steps([{W: WIDE}, {W: NARROW}]))
     rule = TensorVariance(trial)  # SageMaker's rule_configs.tensor_variance(): no parameters
-    assert [rule.invoke(s) for s in range(2)] == [Verdict.NOT_EVALUATED] * 2
+    assert [rule.judge_step(s) for s in range(2)] == [Verdict.NOT_EVALUATED] * 2
     assert evaluate(trial, TensorVariance(trial), sleep=lambda s: None).status is Status.NO_ISSUES_FOUND
 
 
@@ -65,7 +65,7 @@ def test_edge_cases_nan_empty_no_match_missing_steps_mixed_modes(tmp_path: Path)
     ]
     trial = make_trial(tmp_path, steps)
     rule = TensorVariance(trial, collection_names="weights", max_threshold="10")
-    assert [rule.invoke(s) for s in range(4)] == [Verdict.NOT_EVALUATED] * 3 + [Verdict.CONDITION_MET]
+    assert [rule.judge_step(s) for s in range(4)] == [Verdict.NOT_EVALUATED] * 3 + [Verdict.CONDITION_MET]
     # a collection the trial lacks, a regex matching nothing: nothing evaluated, no error
     rule = TensorVariance(trial, collection_names="relu_output", tensor_regex="nomatch", max_threshold="10")
     assert evaluate(trial, rule, sleep=lambda s: None).status is Status.NO_ISSUES_FOUND
@@ -79,8 +79,8 @@ def test_one_step_only(tmp_path: Path) -> None:
 
 def test_saved_variance_reduction_is_used(tmp_path: Path) -> None:
     trial = make_trial(tmp_path, train_steps([{"smdebug/reductions/variance/w": np.float32(50.0)}]))
-    assert TensorVariance(trial, tensor_regex="^w$", max_threshold="10").invoke(0) is Verdict.CONDITION_MET
-    assert TensorVariance(trial, tensor_regex="^w$", max_threshold="100").invoke(0) is Verdict.CONDITION_NOT_MET
+    assert TensorVariance(trial, tensor_regex="^w$", max_threshold="10").judge_step(0) is Verdict.CONDITION_MET
+    assert TensorVariance(trial, tensor_regex="^w$", max_threshold="100").judge_step(0) is Verdict.CONDITION_NOT_MET
 
 
 def test_parameters(tmp_path: Path) -> None:

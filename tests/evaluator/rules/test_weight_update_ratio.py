@@ -26,7 +26,7 @@ def weights_with_updates(*updates: float) -> list[np.ndarray]:
 
 
 def verdicts(rule: WeightUpdateRatio, steps: range | list[int]) -> list[Verdict]:
-    return [rule.invoke(s) for s in steps]
+    return [rule.judge_step(s) for s in steps]
 
 
 def test_healthy_updates_are_silent_large_and_zero_updates_fire(tmp_path: Path) -> None:
@@ -42,15 +42,15 @@ def test_healthy_updates_are_silent_large_and_zero_updates_fire(tmp_path: Path) 
 
 def test_thresholds_from_strings(tmp_path: Path) -> None:
     trial = make_trial(tmp_path, train_steps({W: w} for w in weights_with_updates(1e-3)))  # ratio 1e-3
-    assert WeightUpdateRatio(trial, small_threshold="0.01").invoke(1) is Verdict.CONDITION_MET
-    assert WeightUpdateRatio(trial, large_threshold="1e-4").invoke(1) is Verdict.CONDITION_MET
-    assert WeightUpdateRatio(trial, large_threshold="1", small_threshold="1e-5").invoke(1) is Verdict.CONDITION_NOT_MET
+    assert WeightUpdateRatio(trial, small_threshold="0.01").judge_step(1) is Verdict.CONDITION_MET
+    assert WeightUpdateRatio(trial, large_threshold="1e-4").judge_step(1) is Verdict.CONDITION_MET
+    assert WeightUpdateRatio(trial, large_threshold="1", small_threshold="1e-5").judge_step(1) is Verdict.CONDITION_NOT_MET
 
 
 def test_zero_weights_unchanged_fire_thanks_to_epsilon(tmp_path: Path) -> None:
     zero = np.zeros((3, 3), np.float32)
     trial = make_trial(tmp_path, train_steps([{W: zero}, {W: zero}]))
-    assert WeightUpdateRatio(trial).invoke(1) is Verdict.CONDITION_MET
+    assert WeightUpdateRatio(trial).judge_step(1) is Verdict.CONDITION_MET
 
 
 def test_num_steps_compares_with_the_latest_saved_step_that_far_back(tmp_path: Path) -> None:
@@ -73,7 +73,7 @@ def test_train_steps_only_when_the_trial_has_them(tmp_path: Path) -> None:
     assert verdicts(WeightUpdateRatio(trial), range(4)) == [
         Verdict.NOT_EVALUATED, Verdict.NOT_EVALUATED, Verdict.CONDITION_NOT_MET, Verdict.NOT_EVALUATED]
     eval_only = make_trial(tmp_path / "eval", [(0, "EVAL", 0, {W: W0}), (1, "EVAL", 1, {W: W0})])
-    assert WeightUpdateRatio(eval_only).invoke(1) is Verdict.CONDITION_MET  # no TRAIN: global steps
+    assert WeightUpdateRatio(eval_only).judge_step(1) is Verdict.CONDITION_MET  # no TRAIN: global steps
 
 
 def test_nan_missing_steps_shape_change_one_step_and_no_weights(tmp_path: Path) -> None:
@@ -90,9 +90,9 @@ def test_nan_missing_steps_shape_change_one_step_and_no_weights(tmp_path: Path) 
     ]
     single = make_trial(tmp_path / "one", train_steps([{W: W0}]))
     assert evaluate_trial(str(tmp_path / "one"), "WeightUpdateRatio", {}).status is Status.NO_ISSUES_FOUND
-    assert WeightUpdateRatio(single).invoke(0) is Verdict.NOT_EVALUATED
+    assert WeightUpdateRatio(single).judge_step(0) is Verdict.NOT_EVALUATED
     no_weights = make_trial(tmp_path / "nw", train_steps([{"x": W0}, {"x": W0}]))
-    assert WeightUpdateRatio(no_weights).invoke(1) is Verdict.NOT_EVALUATED
+    assert WeightUpdateRatio(no_weights).judge_step(1) is Verdict.NOT_EVALUATED
 
 
 @pytest.mark.parametrize(("param", "value"), [("num_steps", "1.5"), ("num_steps", "0"), ("large_threshold", "big"),
@@ -107,7 +107,7 @@ def test_bad_parameters_name_the_parameter(tmp_path: Path, param: str, value: st
 
 def test_num_steps_none_string_means_previous_saved_step(tmp_path: Path) -> None:
     trial = make_trial(tmp_path, train_steps({W: w} for w in weights_with_updates(0.0)))
-    assert WeightUpdateRatio(trial, num_steps="None").invoke(1) is Verdict.CONDITION_MET
+    assert WeightUpdateRatio(trial, num_steps="None").judge_step(1) is Verdict.CONDITION_MET
 
 
 # healthy runs silent; every faulty fixture physically stalls (lr 0, dead or vanishing gradients)

@@ -1,0 +1,1 @@
+"""smdebug.analysis: helpers for analysing trials."""

@@ -178,4 +178,6 @@ def test_job_as_the_sdk_builds_it_samples_the_system_until_ctrl_c(tmp_path: Path
     local = tmp_path / "jobs" / job / "output" / "profiler"
     files = {p.relative_to(local).as_posix() for p in local.rglob("*") if p.is_file()}
     assert files and not [f for f in files if f.endswith(".tmp")] and files <= stored
+    tensors = tmp_path / "jobs" / job / "output" / "tensors"  # the stopped training finished its last step
+    assert not [p for p in tensors.rglob("*.tmp")] and (tensors / "training_job_end.ts").is_file()
     assert not job_pids(job)

@@ -47,6 +47,10 @@ EXTRA_RULE_COLLECTIONS: dict[str, tuple[str, ...]] = {
     "Confusion": ("labels", "predictions"),
     "SaturatedActivation": ("tanh_input", "sigmoid_input"),
     "PoorWeightInitialization": ("gradients",),
+    "TreeDepth": ("trees",),
+    "Overfit": ("losses",),  # the XGBoost hook saves losses only when asked
+    "Overtraining": ("losses",),
+    "CreateXgboostReport": ("average_shap", "losses"),
 }
 
 

@@ -49,13 +49,14 @@ def test_get_rule_class_and_suggestions() -> None:
 
 def test_builtin_rule_infos() -> None:
     infos = {i.name: i for i in builtin_rule_infos()}
-    # rules.md's Debugger rules (the XGBoost ones come with the XGBoost hook) in rules.md's groups
+    # rules.md's Debugger rules in rules.md's groups
     groups = {
         "universal": {"AllZero", "ClassImbalance", "Confusion", "LossNotDecreasing", "Overfit", "Overtraining",
                       "SimilarAcrossRuns", "StalledTrainingRule", "UnchangedTensor"},
         "deep learning": {"DeadRelu", "ExplodingTensor", "PoorWeightInitialization", "SaturatedActivation",
                           "TensorVariance", "VanishingGradient", "WeightUpdateRatio"},
         "DL applications": {"CheckInputImages", "NLPSequenceRatio"},
+        "XGBoost": {"CreateXgboostReport", "FeatureImportanceOverweight", "TreeDepth"},
     }
     assert set(infos) == set().union(*groups.values())
     assert {name: info.group for name, info in infos.items()} == {

@@ -43,7 +43,8 @@ def markdown(results: Results, *, generated: _dt.datetime | None = None) -> str:
         "Fault runs: the rules they target (✓) must fire; other rules firing there is reported, not judged.",
         "",
         "Legend: **FIRES** = IssuesFound, · = NoIssuesFound, **ERROR** = Error status, n/a = not",
-        "evaluated (nothing to compare with), missing = the rule does not exist yet, ✓ = expected to fire",
+        "evaluated (nothing to compare with, or another framework's rule: XGBoost runs get the XGBoost and universal "
+        "rules), missing = the rule does not exist yet, ✓ = expected to fire",
         "and fired, ✗ = wrong (a target that stayed silent, a healthy run that fired, or an error).",
         "",
         f"**Result: {len(wrong)} wrong cell(s)"

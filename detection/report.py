@@ -37,14 +37,16 @@ def markdown(results: Results, *, generated: _dt.datetime | None = None) -> str:
         "Runs are short CPU trainings through our hook (explicit `Hook` API) whose configuration is built",
         "as `sdlocal run` builds it: the default collections of ALL built-in rules merged by",
         "`launcher/_collections.py`, `save_interval=1`, plus the user entries listed below.",
+        "XGBoost runs (detection/xgb.py) are real `xgboost.train` trainings through the XGBoost hook,",
+        "configured with the default collections of the XGBoost and universal rules that judge them.",
         "",
         f"Healthy runs ({', '.join(healthy)}): every rule with its DEFAULT parameters (except the",
         "pointing parameters of footnote 1, which those rules have no default for) must stay silent.",
         "Fault runs: the rules they target (✓) must fire; other rules firing there is reported, not judged.",
         "",
         "Legend: **FIRES** = IssuesFound, · = NoIssuesFound, **ERROR** = Error status, n/a = not",
-        "evaluated (nothing to compare with, or another framework's rule: XGBoost runs get the XGBoost and universal "
-        "rules), missing = the rule does not exist yet, ✓ = expected to fire",
+        "evaluated (nothing to compare with, or another framework's rule), missing = the rule does not",
+        "exist yet, ✓ = expected to fire",
         "and fired, ✗ = wrong (a target that stayed silent, a healthy run that fired, or an error).",
         "",
         f"**Result: {len(wrong)} wrong cell(s)"

@@ -16,7 +16,8 @@ DEFAULT_REFRESH_S = 60.0
 class CreateXgboostReport(Rule):
     """Writes `xgboost_report.html` (evaluator/reports/xgboost.py) into the rule's output
     (rule-output/<RuleConfigurationName>/, as SageMaker's) when training ends, and every
-    `refresh_seconds` while it runs; its status is NoIssuesFound.
+    `refresh_seconds` while it runs; it judges nothing (every step is "not evaluated"), so its
+    status is NoIssuesFound.
 
     The report needs the XGBoost hook's collections: metrics, feature_importance, predictions,
     labels, hyperparameters (the rule's default collections), average_shap (with the hook's
@@ -39,11 +40,11 @@ class CreateXgboostReport(Rule):
         now = self._clock()
         if self._last_write is None or now - self._last_write >= self.refresh_seconds:
             self.write_report()
-        return Verdict.CONDITION_NOT_MET
+        return Verdict.NOT_EVALUATED
 
     def invoke_at_end(self) -> Verdict:
         self.write_report()
-        return Verdict.CONDITION_NOT_MET
+        return Verdict.NOT_EVALUATED
 
     def write_report(self) -> str | None:
         self._last_write = self._clock()

@@ -165,6 +165,9 @@ class Rule:
     its actions the first time the rule fires (evaluator/actions.py), not the rule.
     """
 
+    # the collections the request named (evaluator.registry sets it): see evaluator/loop.py
+    requested_collections: tuple[str, ...] = ()
+
     def __init__(self, base_trial: Any, action_str: str = "", other_trials: Sequence[Any] | None = None) -> None:
         self.base_trial = base_trial
         self.other_trials = list(other_trials) if other_trials is not None else None

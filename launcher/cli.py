@@ -3,6 +3,7 @@ Errors become one `Error: ...` line (exit 1) in ONE place, `_Cli.invoke`; `--deb
 from __future__ import annotations
 
 import json
+import os
 import threading
 from pathlib import Path
 from typing import Any
@@ -236,7 +237,8 @@ def run(ctx: click.Context, spec_file: Path | None, entry_point: str | None, sou
               help="The job's S3OutputPath (default: from the local job record, else s3://sdlocal/jobs).")
 @_endpoint_option
 @_work_dir_option
-@click.option("--json", "as_json", is_flag=True, help="Print the statuses as JSON (rule_job_summary()).")
+@click.option("--json", "as_json", is_flag=True,
+              help="Print the statuses as JSON in the SDK's rule_job_summary() shape (LastModifiedTime: ISO 8601).")
 def summary(job_name: str, s3_output_path: str | None, s3_endpoint_url: str | None, work_dir: Path | None,
             as_json: bool) -> None:
     """The rules' evaluation statuses of JOB_NAME (Debugger rules, then profiler rules)."""
@@ -248,7 +250,13 @@ def summary(job_name: str, s3_output_path: str | None, s3_endpoint_url: str | No
     outcome = training_outcome(job_name, job_dir)
     if outcome:
         click.echo(outcome, err=True)
-    _print_statuses(rule_job_summary(client, refs), as_json)
+    rows = rule_job_summary(client, refs)
+    if as_json:  # the SDK's rule_job_summary(): DescribeTrainingJob's rule status entries, exactly
+        from launcher.s3 import REGION
+        from launcher.summary import sdk_summary
+
+        rows = sdk_summary(rows, job_name, os.environ.get("AWS_DEFAULT_REGION") or REGION)
+    _print_statuses(rows, as_json)
 
 
 @cli.command()

@@ -3,7 +3,9 @@ and their table. A rule with no status yet is reported `InProgress`, except a pr
 its run started no evaluator for (the job record's `Evaluated`): it is left out."""
 from __future__ import annotations
 
+import hashlib
 import json
+import re
 from collections.abc import Iterable, Sequence
 from dataclasses import dataclass
 from datetime import datetime, timezone
@@ -48,6 +50,16 @@ def rule_job_summary(client: Any, rules: Iterable[RuleRef]) -> list[dict[str, An
     return out
 
 
+ACCOUNT = "123456789012"  # moto's default account: the ARNs the SDK sees from `sdlocal serve`
+
+
+def rule_job_arn(region: str, job_name: str, rule_name: str) -> str:
+    """The rule's evaluation (a processing job on SageMaker): `<job>-<rule>-<hash>`, <= 63 characters."""
+    rule = re.sub(r"[^a-z0-9]+", "-", rule_name.lower()).strip("-") or "rule"
+    digest = hashlib.sha1(f"{job_name}/{rule_name}".encode()).hexdigest()[:8]
+    return f"arn:aws:sagemaker:{region}:{ACCOUNT}:processing-job/{job_name[:26].lower()}-{rule[:26]}-{digest}"
+
+
 API_FIELDS = ("RuleConfigurationName", "RuleEvaluationJobArn", "RuleEvaluationStatus", "StatusDetails",
               "LastModifiedTime")
 
@@ -79,8 +91,6 @@ def api_rule_status(row: dict[str, Any], job_arn: str, default_time: float) -> d
 def sdk_summary(rows: Sequence[dict[str, Any]], job_name: str, region: str) -> list[dict[str, Any]]:
     """`rule_job_summary()`'s shape (the SageMaker SDK's: Debugger rules, then profiler rules), as
     JSON: LastModifiedTime as ISO 8601 where boto3 gives a datetime."""
-    from launcher.serve.jobs import rule_job_arn
-
     now = datetime.now(timezone.utc).timestamp()
     out = []
     for row in rows:

@@ -3,8 +3,6 @@ DescribeTrainingJob says of it (statuses, SecondaryStatusTransitions with their 
 request's configs echoed, the rules' statuses read from S3)."""
 from __future__ import annotations
 
-import hashlib
-import re
 import threading
 import time
 from collections.abc import Callable, Mapping
@@ -17,9 +15,8 @@ from launcher.platform import JobDir
 from launcher.s3 import S3Endpoint
 from launcher.serve.logs import LogPump
 from launcher.spec import JobSpec
-from launcher.summary import RuleRef, api_rule_status, rule_job_summary
+from launcher.summary import ACCOUNT, RuleRef, api_rule_status, rule_job_arn, rule_job_summary
 
-ACCOUNT = "123456789012"  # moto's default account: the ARNs the SDK sees
 TERMINAL = ("Completed", "Failed", "Stopped")
 # Fields of CreateTrainingJob that DescribeTrainingJob gives back as sent (botocore's sagemaker model:
 # the members both shapes share)
@@ -40,13 +37,6 @@ _SECONDARY_OF = {"Completed": ("Completed", "Training job completed"),
 
 def job_arn(region: str, job_name: str) -> str:
     return f"arn:aws:sagemaker:{region}:{ACCOUNT}:training-job/{job_name.lower()}"
-
-
-def rule_job_arn(region: str, job_name: str, rule_name: str) -> str:
-    """The rule's evaluation (a processing job on SageMaker): `<job>-<rule>-<hash>`, <= 63 characters."""
-    rule = re.sub(r"[^a-z0-9]+", "-", rule_name.lower()).strip("-") or "rule"
-    digest = hashlib.sha1(f"{job_name}/{rule_name}".encode()).hexdigest()[:8]
-    return f"arn:aws:sagemaker:{region}:{ACCOUNT}:processing-job/{job_name[:26].lower()}-{rule[:26]}-{digest}"
 
 
 @dataclass(frozen=True)

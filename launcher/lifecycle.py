@@ -116,6 +116,7 @@ class JobLifecycle:
         self.uploaded_all = False
         self._next_check = clock()  # of the evaluators (RunOptions.settle_interval_s)
         self._failed_looks: list[str] = []
+        self._rule_states: dict[str, str] = {}  # the last status said of each rule
 
     # -- S3 through trial's storage ----------------------------------------------------------------
     def storage(self, uri: str) -> Storage:
@@ -305,6 +306,17 @@ class JobLifecycle:
         for e in self._look(self.evaluators.settle) or ():
             self.echo(f"Rule {e.rule.name}: {e.death} without a status: Error "
                       f"(see `sdlocal logs {self.spec.job_name} --rule {e.rule.name}`)")
+        self._report_status_changes()
+
+    def _report_status_changes(self) -> None:
+        """Each rule's status change as it happens (what the SDK's fit() prints): a rule that fires
+        is on screen within a settle interval, not at the end."""
+        for row in self._look(self.statuses) or ():
+            name, status = row["RuleConfigurationName"], row["RuleEvaluationStatus"]
+            if self._rule_states.get(name, "InProgress") != status:
+                details = " ".join(str(row.get("StatusDetails") or "").split())
+                self.echo(f"Rule {name}: {status}" + (f" ({details})" if details else ""))
+            self._rule_states[name] = status
 
     def end_training(self) -> None:
         """Whatever happened: stop what runs, upload what exists, mark the end."""
@@ -385,6 +397,7 @@ class JobLifecycle:
             self.evaluators.stop("Error", f"ClientError: the evaluator did not finish within {timeout:g}s "
                                           "after training ended")
         self.evaluators.settle()
+        self._report_status_changes()
 
     def close(self, failure: BaseException | None = None) -> None:
         """Stop the evaluators still running (a stop during publishing, an error), close the runtime."""

@@ -125,6 +125,16 @@ class SystemMetrics:
             matrix[np.searchsorted(stamps, p.timestamps_us), j] = p.values
         return stamps, matrix
 
+    def latest_by_node(self) -> dict[str, int]:
+        """The newest sample timestamp (µs) of each node."""
+        out: dict[str, int] = {}
+        for key, b in self._series.items():
+            s = b.series()
+            if len(s):
+                last = int(s.timestamps_us[-1])
+                out[key.node] = max(out.get(key.node, last), last)
+        return out
+
     def time_range(self) -> tuple[int, int] | None:
         """(first, last) sample timestamp in µs, or None when there is no sample."""
         bounds = [(s.timestamps_us[0], s.timestamps_us[-1]) for s in (b.series() for b in self._series.values()) if len(s)]
@@ -186,6 +196,7 @@ class FrameworkEvents:
         self._starts: list[int] = []
         self._max_dur = 0
         self._max_end: int | None = None
+        self._end_by_node: dict[str, int] = {}
         self._arrays: EventArrays | None = None
         self._steps: StepArrays | None = None
 
@@ -199,6 +210,8 @@ class FrameworkEvents:
                 self._starts.append(e.start_us)
             self._max_dur = max(self._max_dur, e.end_us - e.start_us)
             self._max_end = e.end_us if self._max_end is None else max(self._max_end, e.end_us)
+            if e.end_us > self._end_by_node.get(e.node, e.end_us - 1):
+                self._end_by_node[e.node] = e.end_us
         if len(self._events) != before:
             self._arrays = self._steps = None
         return len(self._events) - before
@@ -263,6 +276,10 @@ class FrameworkEvents:
         if keep.all():
             return s
         return StepArrays(s.start_us[keep], s.end_us[keep], s.step[keep], s.mode[keep])
+
+    def latest_end_by_node(self) -> dict[str, int]:
+        """The latest event end (µs) of each node (trace writer)."""
+        return dict(self._end_by_node)
 
     def time_range(self) -> tuple[int, int] | None:
         """(first start, last end) in µs, or None when there is no event."""

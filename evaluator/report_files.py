@@ -1,0 +1,82 @@
+"""Profiler rules' report files in their rule-output, as SageMaker lays them out:
+
+    <rule-output>/profiler-output/profiler-reports/<Rule>.json        one per (sub-)rule
+    <rule-output>/profiler-output/profiler-reports/profiler-report.html   ProfilerReport's
+
+`<rule-output>` is `s3://.../<job>/rule-output/<RuleConfigurationName>` (SDLOCAL_RULE_OUTPUT).
+JSON reports are rewritten while the rule runs, when they changed and at most every
+`min_interval_s` (a PUT each: ProfilerReport has eleven), and once more when the evaluation ends;
+the HTML report (rules with an `html_report()` method) at most every `html_interval_s` while it
+runs, and at the end.
+"""
+from __future__ import annotations
+
+import json
+import logging
+import math
+import time
+from collections.abc import Callable, Mapping
+from typing import Any
+
+import numpy as np
+
+from trial.storage import Storage
+
+REPORTS_PREFIX = "profiler-output/profiler-reports"
+HTML_REPORT = "profiler-report.html"
+
+log = logging.getLogger(__name__)
+
+
+def report_key(name: str) -> str:
+    return f"{REPORTS_PREFIX}/{name}.json"
+
+
+def jsonable(value: Any) -> Any:
+    """Plain JSON values: numpy scalars and arrays as numbers and lists, NaN/inf as null, keys as
+    strings, tuples as lists."""
+    if isinstance(value, Mapping):
+        return {str(k): jsonable(v) for k, v in value.items()}
+    if isinstance(value, (list, tuple)):
+        return [jsonable(v) for v in value]
+    if isinstance(value, np.ndarray):
+        return [jsonable(v) for v in value.tolist()]
+    if isinstance(value, np.generic):
+        value = value.item()
+    if isinstance(value, float) and not math.isfinite(value):
+        return None
+    return value
+
+
+def report_json(report: Mapping[str, Any]) -> bytes:
+    return json.dumps(jsonable(report), indent=1).encode()
+
+
+class ReportSink:
+    def __init__(self, storage: Storage, *, min_interval_s: float = 5.0, html_interval_s: float = 60.0,
+                 clock: Callable[[], float] = time.monotonic) -> None:
+        self.storage = storage
+        self.min_interval_s = min_interval_s
+        self.html_interval_s = html_interval_s
+        self.clock = clock
+        self._last: float | None = None
+        self._last_html: float | None = None
+        self._written: dict[str, bytes] = {}
+
+    def publish(self, rule: Any, *, final: bool = False) -> None:
+        now = self.clock()
+        if final or self._last is None or now - self._last >= self.min_interval_s:
+            self._last = now
+            for name, report in rule.report_files().items():
+                data = report_json(report)
+                if self._written.get(name) != data:
+                    self.storage.write(report_key(name), data)
+                    self._written[name] = data
+        render = getattr(rule, "html_report", None)
+        if render is None:
+            return
+        if final or self._last_html is None or now - self._last_html >= self.html_interval_s:
+            self._last_html = now
+            html = render(final=final)
+            if html is not None:
+                self.storage.write(f"{REPORTS_PREFIX}/{HTML_REPORT}", html.encode())

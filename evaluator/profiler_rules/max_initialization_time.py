@@ -61,7 +61,8 @@ class MaxInitializationTime(ProfilerRule):
         reached = trial.framework.time_range()
         if reached is None:
             return Verdict.NOT_EVALUATED  # no framework data: nothing says when training started
-        horizon = reached[1] if at_end else min(reached[1], end_us if end_us is not None else reached[1])
+        # live: as far as the framework data read reaches; at the end, all of the job's data
+        horizon = (self.trial.last_timestamp_us() or reached[1]) if at_end else min(reached[1], end_us or reached[1])
         if horizon - start > self.threshold_us:
             self.decided = True
             self.record_violation(start + self.threshold_us)

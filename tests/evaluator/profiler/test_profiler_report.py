@@ -1,0 +1,139 @@
+"""ProfilerReport: every profiler rule on the same data with <Rule>_<param> overrides, their JSON
+reports, the renderer's input (ReportData) and the HTML hook point."""
+from __future__ import annotations
+
+import json
+import logging
+import sys
+import types
+from pathlib import Path
+
+import numpy as np
+import pytest
+
+from evaluator.errors import RuleParameterError
+from evaluator.loop import evaluate
+from evaluator.profiler_rules import CPUBottleneck, ProfilerReport, StepOutlier
+from evaluator.profiler_rules.profiler_report import SUB_RULES
+from evaluator.profiler_trial import ProfilerTrial
+from evaluator.registry import instantiate_rule
+from evaluator.report_data import ReportData
+from evaluator.report_files import HTML_REPORT, REPORTS_PREFIX, ReportSink
+from evaluator.rule import Verdict
+from evaluator.status import Status
+from tests.evaluator._trials import Clock
+from tests.evaluator.profiler._streams import T0_US, JobWriter, finished_trial, judge_all, machine
+
+ALL_OTHERS = {"BatchSize", "CPUBottleneck", "Dataloader", "GPUMemoryIncrease", "IOBottleneck", "LoadBalancing",
+              "LowGPUUtilization", "MaxInitializationTime", "OverallSystemUsage", "OverallFrameworkMetrics",
+              "StepOutlier"}
+
+
+def healthy_job(root: Path, *, slow_steps: int = 0) -> Path:
+    rng = np.random.default_rng(0)
+    job = JobWriter(root).system(240, lambda i: machine(cpu=[60, 50], gpus=[(90 + rng.uniform(-3, 3), 60)]))
+    durations = list(np.clip(rng.normal(0.1, 0.005, 150), 0.05, None))
+    for i in range(slow_steps):
+        durations[10 + i * 12] = 2.0
+    job.steps(durations).flush().end()
+    return root
+
+
+def test_runs_every_other_profiler_rule() -> None:
+    assert {c.__name__ for c in SUB_RULES} == ALL_OTHERS
+
+
+def test_no_issues_on_a_healthy_job_and_issues_when_one_rule_fires(tmp_path: Path) -> None:
+    rule = ProfilerReport(finished_trial(healthy_job(tmp_path / "ok")))
+    assert judge_all(rule) is Verdict.CONDITION_NOT_MET
+    assert rule.report["RuleTriggered"] == 0
+    slow = ProfilerReport(finished_trial(healthy_job(tmp_path / "slow", slow_steps=11)))
+    assert judge_all(slow) is Verdict.CONDITION_MET
+    assert slow.report["RuleTriggered"] == 1 and slow.report["Details"]["StepOutlier"]["RuleTriggered"] == 1
+    assert [r.rule_name for r in slow.rules if r.report["RuleTriggered"]] == ["StepOutlier"]
+
+
+def test_overrides_reach_their_rule_only(tmp_path: Path) -> None:
+    trial = finished_trial(healthy_job(tmp_path, slow_steps=11))
+    rule = ProfilerReport(trial, StepOutlier_n_outliers="20", cpubottleneck_threshold="5", scan_interval_us="30000000")
+    by_name = {r.rule_name: r for r in rule.rules}
+    assert isinstance(by_name["StepOutlier"], StepOutlier) and by_name["StepOutlier"].n_outliers == 20
+    assert isinstance(by_name["CPUBottleneck"], CPUBottleneck) and by_name["CPUBottleneck"].threshold == 5.0
+    assert by_name["IOBottleneck"].threshold == 50.0  # not CPUBottleneck's
+    assert {r.scan_interval_us for r in rule.rules} == {30_000_000}
+    assert judge_all(rule) is Verdict.CONDITION_NOT_MET  # 11 outliers are not more than 20
+    assert rule.report["RuleParameters"] == (
+        "scan_interval_us:30000000\nStepOutlier_n_outliers:20\ncpubottleneck_threshold:5")
+
+
+@pytest.mark.parametrize("key,value,message", [
+    ("CPUBotleneck_threshold", "20",
+     "Rule ProfilerReport: invalid value '20' for parameter 'CPUBotleneck_threshold': unknown parameter: "
+     "ProfilerReport takes scan_interval_us and <Rule>_<parameter> for its rules (CPUBottleneck, IOBottleneck, "
+     "LowGPUUtilization, StepOutlier, GPUMemoryIncrease, BatchSize, MaxInitializationTime, LoadBalancing, "
+     "OverallSystemUsage, Dataloader, OverallFrameworkMetrics)"),
+    ("CPUBottleneck_treshold", "20",
+     "Rule ProfilerReport: invalid value '20' for parameter 'CPUBottleneck_treshold': CPUBottleneck has no "
+     "parameter 'treshold' (it has: threshold, gpu_threshold, cpu_threshold, patience, scan_interval_us)"),
+    ("StepOutlier_stddev", "abc",
+     "Rule ProfilerReport: invalid value 'abc' for parameter 'StepOutlier_stddev': expected a number"),
+    ("LowGPUUtilization_threshold_p95", "170",
+     "Rule ProfilerReport: invalid value '170' for parameter 'LowGPUUtilization_threshold_p95': must be <= 100"),
+    ("threshold", "3", None),
+])
+def test_bad_overrides_are_one_line_naming_them(tmp_path: Path, key: str, value: str, message: str | None) -> None:
+    trial = ProfilerTrial.open(tmp_path)
+    with pytest.raises(RuleParameterError) as info:
+        instantiate_rule(ProfilerReport, trial, {key: value})
+    assert "\n" not in str(info.value) and info.value.parameter == key
+    if message is not None:
+        assert str(info.value) == message
+
+
+def test_writes_each_rules_report_and_the_renderer_gets_report_data(tmp_path: Path,
+                                                                    monkeypatch: pytest.MonkeyPatch) -> None:
+    received: list[ReportData] = []
+    renderer = types.ModuleType("evaluator.reports")
+    renderer.render_profiler_report = lambda data: (received.append(data), f"<html>{len(data.rules)}</html>")[1]  # type: ignore[attr-defined]
+    monkeypatch.setitem(sys.modules, "evaluator.reports", renderer)
+    monkeypatch.setenv("SDLOCAL_JOB_NAME", "my-job")
+    trial = ProfilerTrial.open(healthy_job(tmp_path / "prof", slow_steps=11))
+    out = tmp_path / "rule-output"
+    from trial.storage import open_storage
+
+    final = evaluate(trial, ProfilerReport(trial), interval=1.0, clock=Clock(), sleep=lambda s: None,
+                     reports=ReportSink(open_storage(out)))
+    assert final.status is Status.ISSUES_FOUND
+    folder = out / REPORTS_PREFIX
+    assert sorted(p.name for p in folder.iterdir()) == sorted([f"{n}.json" for n in ALL_OTHERS] + [HTML_REPORT])
+    assert (folder / HTML_REPORT).read_text() == "<html>11</html>"
+    step_outlier = json.loads((folder / "StepOutlier.json").read_text())
+    assert step_outlier["RuleTriggered"] == 1 and step_outlier["Details"]["step_details"]["TRAIN"]["number_of_outliers"] == 11
+    data = received[-1]
+    assert data.final and data.summary.job_name == "my-job"
+    assert data.summary.start_us == T0_US and data.summary.first_step_us == T0_US
+    assert data.summary.steps == {"TRAIN": 150} and data.summary.cores == 2 and data.summary.gpus == ("algo-1/gpu0",)
+    assert data.summary.duration_s == pytest.approx(119.5)
+    assert [r.name for r in data.rules][:4] == ["CPUBottleneck", "IOBottleneck", "LowGPUUtilization", "StepOutlier"]
+    assert max(data.rules, key=lambda r: r.triggered).name == "StepOutlier"
+    outlier = next(r for r in data.rules if r.name == "StepOutlier")
+    assert outlier.recommendation and outlier.description.startswith("Fires when, among the steps of a mode")
+    assert ("stddev", "3.0") in outlier.parameters
+    assert {(t.metric, t.name) for t in data.utilization} == {("cpu", "cpu"), ("gpu", "gpu0"), ("gpu_memory", "gpu0"),
+                                                              ("memory", "memory"), ("io_wait", "io_wait")}
+    cpu = next(t for t in data.utilization if t.metric == "cpu")
+    assert cpu.timestamps_us.size == 240 and float(cpu.values.mean()) == pytest.approx(55.0)
+    (train,) = data.steps
+    assert train.mode == "TRAIN" and train.steps.tolist() == list(range(150)) and train.duration_s.max() == 2.0
+
+
+def test_without_a_renderer_no_html_and_one_log_line(tmp_path: Path, monkeypatch: pytest.MonkeyPatch,
+                                                     caplog: pytest.LogCaptureFixture) -> None:
+    monkeypatch.setitem(sys.modules, "evaluator.reports", None)  # importing it raises ImportError
+    trial = finished_trial(healthy_job(tmp_path))
+    rule = ProfilerReport(trial)
+    judge_all(rule)
+    with caplog.at_level(logging.INFO, logger="evaluator.profiler_rules.profiler_report"):
+        assert rule.html_report(final=False) is None and rule.html_report(final=True) is None
+    assert [r.getMessage() for r in caplog.records] == [
+        "profiler-report.html is not written: no HTML renderer (evaluator.reports.render_profiler_report) in this version"]

@@ -232,3 +232,39 @@ def test_reports_are_written_while_running_and_final_at_the_end(tmp_path: Path) 
     assert final_report["Datapoints"] == 60
     assert set(final_report) == {"RuleTriggered", "Violations", "Details", "Datapoints", "RuleParameters"}
 
+
+
+def test_max_initialization_time_live_waits_for_the_framework_data(tmp_path: Path) -> None:
+    """Live, a first step whose trace file is not uploaded yet is not a slow start: the rule's
+    windows stop where the framework data read stops, however far the system data goes."""
+    from evaluator.profiler_rules import MaxInitializationTime
+    from trial.profiler.names import DATALOADER_INITIALIZE
+
+    job = JobWriter(tmp_path)
+    trial = ProfilerTrial.open(tmp_path)
+    rule = MaxInitializationTime(trial, threshold="0.25")  # 15 s
+    job.event(DATALOADER_INITIALIZE, "_SingleProcessDataLoaderIter.__init__", 0.5).flush()  # a first trace file
+
+    def late_steps() -> None:
+        job.skip(2.5).steps([0.1] * 10)  # the first step started at 3 s
+
+    sleep = chunks(lambda: job.system(60, HEALTHY), lambda: job.system(60, HEALTHY), late_steps,
+                   end=lambda: job.flush().end())
+    final, statuses = run(trial, rule, sleep)
+    assert final.status is Status.NO_ISSUES_FOUND
+    assert rule.report["Details"]["initialization_s"] == 3.0
+
+
+def test_max_initialization_time_live_fires_on_a_slow_start(tmp_path: Path) -> None:
+    from evaluator.profiler_rules import MaxInitializationTime
+
+    job = JobWriter(tmp_path)
+    trial = ProfilerTrial.open(tmp_path)
+    rule = MaxInitializationTime(trial, threshold="0.25")
+    seen: list[tuple[int, Status]] = []
+    sleep = chunks(lambda: job.system(60, HEALTHY), lambda: job.skip(40).steps([0.1] * 10),
+                   lambda: job.system(20, HEALTHY), end=lambda: job.flush().end())
+    final = evaluate(trial, rule, interval=1.0, clock=Clock(), sleep=sleep,
+                     on_status=lambda st: seen.append((len(job.trace_writer.closed_files), st.status)))
+    assert final.status is Status.ISSUES_FOUND
+    assert seen == [(0, Status.IN_PROGRESS), (1, Status.ISSUES_FOUND)]  # as soon as the first step was read

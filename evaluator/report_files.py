@@ -1,7 +1,7 @@
 """Profiler rules' report files in their rule-output, as SageMaker lays them out:
 
-    <rule-output>/profiler-output/profiler-reports/<Rule>.json        one per (sub-)rule
-    <rule-output>/profiler-output/profiler-reports/profiler-report.html   ProfilerReport's
+    <rule-output>/profiler-output/profiler-reports/<Rule>.json    one per (sub-)rule
+    <rule-output>/profiler-output/profiler-report.html             ProfilerReport's
 
 `<rule-output>` is `s3://.../<job>/rule-output/<RuleConfigurationName>` (SDLOCAL_RULE_OUTPUT).
 JSON reports are rewritten while the rule runs, when they changed and at most every
@@ -23,7 +23,7 @@ import numpy as np
 from trial.storage import Storage
 
 REPORTS_PREFIX = "profiler-output/profiler-reports"
-HTML_REPORT = "profiler-report.html"
+HTML_REPORT_KEY = "profiler-output/profiler-report.html"  # as SageMaker and evaluator.reports place it
 
 log = logging.getLogger(__name__)
 
@@ -79,4 +79,4 @@ class ReportSink:
             self._last_html = now
             html = render(final=final)
             if html is not None:
-                self.storage.write(f"{REPORTS_PREFIX}/{HTML_REPORT}", html.encode())
+                self.storage.write(HTML_REPORT_KEY, html.encode())

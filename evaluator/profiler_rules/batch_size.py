@@ -28,8 +28,6 @@ class BatchSize(ProfilerRule):
 
     group = "profiler"
     streams: ClassVar[frozenset[str]] = frozenset({SYSTEM})
-    recommendation = ("CPU, GPU and GPU memory are lightly used: increase the batch size (adjusting the "
-                      "learning rate), or run on a smaller instance type.")
 
     def __init__(self, base_trial: Any, cpu_threshold_p95: object = 70, gpu_threshold_p95: object = 70,
                  gpu_memory_threshold_p95: object = 70, patience: object = 1000, window: object = 500,

@@ -25,9 +25,6 @@ class CPUBottleneck(Bottleneck):
     group = "profiler"
     busy_dimension = CPU_UTILIZATION
     busy_name = "cpu_threshold"
-    recommendation = ("The GPU waits for the CPU. Move data pre-processing off the training loop (more "
-                      "DataLoader workers, pre-processed or smaller data), or choose an instance with more "
-                      "CPU per GPU.")
 
     def __init__(self, base_trial: Any, threshold: object = 50, gpu_threshold: object = 10,
                  cpu_threshold: object = 90, patience: object = 1000,

@@ -49,8 +49,6 @@ class Dataloader(ProfilerRule):
     """
 
     group = "profiler"
-    recommendation = ("Set the DataLoader's num_workers near the number of CPU cores: too few leave "
-                      "the GPU waiting for batches, too many compete for the cores (and memory).")
 
     def __init__(self, base_trial: Any, min_threshold: object = 70, max_threshold: object = 200,
                  scan_interval_us: object = DEFAULT_SCAN_INTERVAL_US) -> None:

@@ -28,8 +28,6 @@ class GPUMemoryIncrease(ProfilerRule):
 
     group = "profiler"
     streams: ClassVar[frozenset[str]] = frozenset({SYSTEM})
-    recommendation = ("GPU memory use keeps growing: look for tensors kept across steps (a loss summed "
-                      "without .item(), growing caches or lists of outputs); it ends in an out-of-memory error.")
 
     def __init__(self, base_trial: Any, increase: object = 5, patience: object = 1000, window: object = 10,
                  scan_interval_us: object = DEFAULT_SCAN_INTERVAL_US) -> None:

@@ -22,8 +22,6 @@ class IOBottleneck(Bottleneck):
     group = "profiler"
     busy_dimension = IO_WAIT
     busy_name = "io_threshold"
-    recommendation = ("The GPU waits for data from storage. Read the data ahead (prefetch, more loader "
-                      "workers), use larger files or a faster volume, or cache the data set locally.")
 
     def __init__(self, base_trial: Any, threshold: object = 50, gpu_threshold: object = 10,
                  io_threshold: object = 50, patience: object = 1000,

@@ -52,8 +52,6 @@ class LoadBalancing(ProfilerRule):
 
     group = "profiler"
     streams: ClassVar[frozenset[str]] = frozenset({SYSTEM})
-    recommendation = ("GPUs do unequal work: check how batches are split between GPUs (uneven shards, "
-                      "a parameter server on one GPU), or use distributed data parallel training.")
 
     def __init__(self, base_trial: Any, threshold: object = 0.5, patience: object = 10, min_samples: object = 100,
                  scan_interval_us: object = DEFAULT_SCAN_INTERVAL_US) -> None:

@@ -27,8 +27,6 @@ class LowGPUUtilization(ProfilerRule):
 
     group = "profiler"
     streams: ClassVar[frozenset[str]] = frozenset({SYSTEM})
-    recommendation = ("A GPU is underused or its use swings: check for a bottleneck before it (data "
-                      "loading, CPU pre-processing), increase the batch size, or use a smaller instance.")
 
     def __init__(self, base_trial: Any, threshold_p95: object = 70, threshold_p5: object = 10,
                  window: object = 500, patience: object = 1000,

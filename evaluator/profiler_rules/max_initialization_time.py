@@ -24,9 +24,6 @@ class MaxInitializationTime(ProfilerRule):
     """
 
     group = "profiler"
-    recommendation = ("The training loop starts late: look at what runs before the first step (data "
-                      "download or decompression, model building, compilation) and move it out of the job "
-                      "or make it lazy.")
 
     def __init__(self, base_trial: Any, threshold: object = 20,
                  scan_interval_us: object = DEFAULT_SCAN_INTERVAL_US) -> None:

@@ -45,7 +45,6 @@ class OverallFrameworkMetrics(ProfilerRule):
 
     group = "profiler"
     streams: ClassVar[frozenset[str]] = frozenset({FRAMEWORK})
-    recommendation = "Informational: where the training time went (steps, forward, backward, data loading)."
 
     def __init__(self, base_trial: Any, scan_interval_us: object = DEFAULT_SCAN_INTERVAL_US) -> None:
         super().__init__(base_trial, scan_interval_us=scan_interval_us)

@@ -29,7 +29,6 @@ class OverallSystemUsage(ProfilerRule):
 
     group = "profiler"
     streams: ClassVar[frozenset[str]] = frozenset({SYSTEM})
-    recommendation = "Informational: how much of the instance the job used (choose the instance type by it)."
 
     def __init__(self, base_trial: Any, scan_interval_us: object = DEFAULT_SCAN_INTERVAL_US) -> None:
         super().__init__(base_trial, scan_interval_us=scan_interval_us)

@@ -21,6 +21,7 @@ from evaluator.profiler_rules.max_initialization_time import MaxInitializationTi
 from evaluator.profiler_rules.overall_framework_metrics import OverallFrameworkMetrics
 from evaluator.profiler_rules.overall_system_usage import OverallSystemUsage
 from evaluator.profiler_rules.step_outlier import StepOutlier
+from evaluator.report_files import jsonable
 from evaluator.rule import Verdict
 
 log = logging.getLogger(__name__)
@@ -30,7 +31,7 @@ SUB_RULES: tuple[type[ProfilerRule], ...] = (
     CPUBottleneck, IOBottleneck, LowGPUUtilization, StepOutlier, GPUMemoryIncrease, BatchSize,
     MaxInitializationTime, LoadBalancing, OverallSystemUsage, Dataloader, OverallFrameworkMetrics,
 )
-# The HTML renderer (another package, evaluator/reports/): `render_profiler_report(ReportData) -> str`.
+# The HTML renderer (evaluator/reports/): `render_profiler_report(ProfilerReportInput) -> str`.
 RENDERER_MODULE = "evaluator.reports"
 RENDERER_FUNCTION = "render_profiler_report"
 
@@ -73,14 +74,13 @@ class ProfilerReport(ProfilerRule):
     the rule name is case-insensitive); `scan_interval_us` applies to every rule that does not
     get its own. An unknown rule or parameter is one error line naming it. Each rule is judged as
     if it ran alone (its own windows over the streams it reads); its JSON report is written as
-    `profiler-reports/<Rule>.json`, and `profiler-report.html` beside them is rendered by
-    `evaluator.reports.render_profiler_report` from `report_data()` (left out, with one log line,
-    where this version has no renderer). ProfilerReport's own report (not written as a file):
+    `profiler-output/profiler-reports/<Rule>.json`, and `profiler-output/profiler-report.html`
+    is rendered by `evaluator.reports` from the same reader and reports (left out, with one log
+    line, where this version has no renderer). ProfilerReport's own report (not written as a file):
     Details {rule: {"RuleTriggered", "Violations"}}, RuleTriggered = the rules that fired.
     """
 
     group = "profiler"
-    recommendation = "See each rule's findings."
     extra_parameters = (("<Rule>_<parameter>", "the rule's default"),)
 
     def __init__(self, base_trial: Any, scan_interval_us: object = DEFAULT_SCAN_INTERVAL_US,
@@ -150,26 +150,27 @@ class ProfilerReport(ProfilerRule):
     def report_files(self) -> dict[str, dict[str, Any]]:
         return {rule.rule_name: rule.report for rule in self.rules}
 
-    def report_data(self) -> Any:
-        """The renderer's input: `evaluator.report_data.ReportData`."""
-        from evaluator.report_data import build
-
-        job = os.environ.get("SDLOCAL_JOB_NAME") or self.trial.name
-        return build(self.trial, self.rules, job_name=job, overrides=self.overrides)
-
     def html_report(self, final: bool = False) -> str | None:
         """profiler-report.html, or None before any data or where there is no renderer.
 
-        HOOK POINT for the HTML renderer: `evaluator.reports.render_profiler_report(ReportData)`."""
+        The renderer is `evaluator.reports` (its own package): `ProfilerReportInput.from_reader`
+        builds its input from this rule's reader and the rules' JSON reports, then
+        `render_profiler_report` draws the page. Without that package in this version: no HTML and
+        one log line."""
         if self.trial.first_timestamp_us() is None:
             return None
         try:
-            render = getattr(importlib.import_module(RENDERER_MODULE), RENDERER_FUNCTION)
+            reports = importlib.import_module(RENDERER_MODULE)
+            build = reports.ProfilerReportInput.from_reader
+            render = getattr(reports, RENDERER_FUNCTION)
         except (ImportError, AttributeError):
             if not self._renderer_missing_logged:
                 self._renderer_missing_logged = True
                 log.info("profiler-report.html is not written: no HTML renderer (%s.%s) in this version",
                          RENDERER_MODULE, RENDERER_FUNCTION)
             return None
-        html = render(self.report_data())
+        job = os.environ.get("SDLOCAL_JOB_NAME") or self.trial.name
+        data = build(self.trial.reader, {name: jsonable(report) for name, report in self.report_files().items()},
+                     job_name=job)
+        html = render(data)
         return html if isinstance(html, str) else None

@@ -34,8 +34,6 @@ class StepOutlier(ProfilerRule):
 
     group = "profiler"
     streams: ClassVar[frozenset[str]] = frozenset({FRAMEWORK})
-    recommendation = ("Some steps take much longer than the rest: look at what they share (checkpoints, "
-                      "evaluation, garbage collection, a slow batch) in the timeline around them.")
 
     def __init__(self, base_trial: Any, stddev: object = 3, mode: object = None, n_outliers: object = 10,
                  scan_interval_us: object = DEFAULT_SCAN_INTERVAL_US) -> None:

@@ -17,12 +17,12 @@ from evaluator.profiler_rules import CPUBottleneck, ProfilerReport, StepOutlier
 from evaluator.profiler_rules.profiler_report import SUB_RULES
 from evaluator.profiler_trial import ProfilerTrial
 from evaluator.registry import instantiate_rule
-from evaluator.report_data import ReportData
-from evaluator.report_files import HTML_REPORT, REPORTS_PREFIX, ReportSink
+from evaluator.report_files import HTML_REPORT_KEY, REPORTS_PREFIX, ReportSink
 from evaluator.rule import Verdict
 from evaluator.status import Status
 from tests.evaluator._trials import Clock
-from tests.evaluator.profiler._streams import T0_US, JobWriter, finished_trial, judge_all, machine
+from tests.evaluator.profiler._streams import JobWriter, finished_trial, judge_all, machine
+from trial.storage import open_storage
 
 ALL_OTHERS = {"BatchSize", "CPUBottleneck", "Dataloader", "GPUMemoryIncrease", "IOBottleneck", "LoadBalancing",
               "LowGPUUtilization", "MaxInitializationTime", "OverallSystemUsage", "OverallFrameworkMetrics",
@@ -90,41 +90,36 @@ def test_bad_overrides_are_one_line_naming_them(tmp_path: Path, key: str, value:
         assert str(info.value) == message
 
 
-def test_writes_each_rules_report_and_the_renderer_gets_report_data(tmp_path: Path,
-                                                                    monkeypatch: pytest.MonkeyPatch) -> None:
-    received: list[ReportData] = []
+def test_writes_each_rules_report_and_hands_the_renderer_the_reader_and_reports(
+        tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    """The renderer (evaluator.reports, its own package) gets the rule's reader and the eleven JSON
+    reports through `ProfilerReportInput.from_reader`, and its page lands beside profiler-reports/."""
+    calls: list[tuple[object, dict, str]] = []
+
+    class FakeInput:
+        @classmethod
+        def from_reader(cls, reader: object, rule_reports: dict, *, job_name: str) -> str:
+            calls.append((reader, rule_reports, job_name))
+            return f"{len(rule_reports)} rules"
+
     renderer = types.ModuleType("evaluator.reports")
-    renderer.render_profiler_report = lambda data: (received.append(data), f"<html>{len(data.rules)}</html>")[1]  # type: ignore[attr-defined]
+    renderer.ProfilerReportInput = FakeInput  # type: ignore[attr-defined]
+    renderer.render_profiler_report = lambda data: f"<html>{data}</html>"  # type: ignore[attr-defined]
     monkeypatch.setitem(sys.modules, "evaluator.reports", renderer)
     monkeypatch.setenv("SDLOCAL_JOB_NAME", "my-job")
     trial = ProfilerTrial.open(healthy_job(tmp_path / "prof", slow_steps=11))
     out = tmp_path / "rule-output"
-    from trial.storage import open_storage
-
     final = evaluate(trial, ProfilerReport(trial), interval=1.0, clock=Clock(), sleep=lambda s: None,
                      reports=ReportSink(open_storage(out)))
     assert final.status is Status.ISSUES_FOUND
     folder = out / REPORTS_PREFIX
-    assert sorted(p.name for p in folder.iterdir()) == sorted([f"{n}.json" for n in ALL_OTHERS] + [HTML_REPORT])
-    assert (folder / HTML_REPORT).read_text() == "<html>11</html>"
-    step_outlier = json.loads((folder / "StepOutlier.json").read_text())
-    assert step_outlier["RuleTriggered"] == 1 and step_outlier["Details"]["step_details"]["TRAIN"]["number_of_outliers"] == 11
-    data = received[-1]
-    assert data.final and data.summary.job_name == "my-job"
-    assert data.summary.start_us == T0_US and data.summary.first_step_us == T0_US
-    assert data.summary.steps == {"TRAIN": 150} and data.summary.cores == 2 and data.summary.gpus == ("algo-1/gpu0",)
-    assert data.summary.duration_s == pytest.approx(119.5)
-    assert [r.name for r in data.rules][:4] == ["CPUBottleneck", "IOBottleneck", "LowGPUUtilization", "StepOutlier"]
-    assert max(data.rules, key=lambda r: r.triggered).name == "StepOutlier"
-    outlier = next(r for r in data.rules if r.name == "StepOutlier")
-    assert outlier.recommendation and outlier.description.startswith("Fires when, among the steps of a mode")
-    assert ("stddev", "3.0") in outlier.parameters
-    assert {(t.metric, t.name) for t in data.utilization} == {("cpu", "cpu"), ("gpu", "gpu0"), ("gpu_memory", "gpu0"),
-                                                              ("memory", "memory"), ("io_wait", "io_wait")}
-    cpu = next(t for t in data.utilization if t.metric == "cpu")
-    assert cpu.timestamps_us.size == 240 and float(cpu.values.mean()) == pytest.approx(55.0)
-    (train,) = data.steps
-    assert train.mode == "TRAIN" and train.steps.tolist() == list(range(150)) and train.duration_s.max() == 2.0
+    assert sorted(p.name for p in folder.iterdir()) == sorted(f"{n}.json" for n in ALL_OTHERS)
+    assert (out / HTML_REPORT_KEY).read_text() == "<html>11 rules</html>"
+    reader, reports, job = calls[-1]
+    assert reader is trial.reader and job == "my-job"
+    assert reports == {n: json.loads((folder / f"{n}.json").read_text()) for n in ALL_OTHERS}
+    assert reports["StepOutlier"]["RuleTriggered"] == 1
+    assert reports["StepOutlier"]["Details"]["step_details"]["TRAIN"]["number_of_outliers"] == 11
 
 
 def test_without_a_renderer_no_html_and_one_log_line(tmp_path: Path, monkeypatch: pytest.MonkeyPatch,

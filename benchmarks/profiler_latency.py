@@ -214,6 +214,7 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--healthy-seconds", type=int, default=6)
     parser.add_argument("--quick", action="store_true", help="one round each, 3 healthy seconds")
     parser.add_argument("--seed", type=int, default=0, help="of the rounds' random phases")
+    parser.add_argument("--scenario", action="append", choices=sorted(SCENARIOS), help="only these (repeatable)")
     args = parser.parse_args(argv)
     rounds, healthy = (1, 3) if args.quick else (args.rounds, args.healthy_seconds)
     rng = random.Random(args.seed)
@@ -225,6 +226,8 @@ def main(argv: list[str] | None = None) -> int:
         client.create_bucket(Bucket=BUCKET)
         with tempfile.TemporaryDirectory(prefix="sdlocal-bench-") as tmp:
             for name, (params, play) in SCENARIOS.items():
+                if args.scenario and name not in args.scenario:
+                    continue
                 latencies, cpu = [], []
                 for _ in range(rounds):
                     rnd = Round(client, url, params, args.poll_interval, Path(tmp))

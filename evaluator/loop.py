@@ -129,6 +129,7 @@ def _drive(source: Source, rule: Rule, reporter: _Reporter, *, interval: float, 
         if stop_requested is not None and stop_requested():
             _close(source)
             return reporter.report(status=Status.STOPPED)
+        polled_at = clock()
         try:
             done = source.poll(fire)
         except Exception as exc:  # noqa: BLE001 - any failure ends this evaluator with status Error
@@ -149,7 +150,8 @@ def _drive(source: Source, rule: Rule, reporter: _Reporter, *, interval: float, 
         if clock() - started >= deadline:
             return error(f"Rule {rule.rule_name} did not finish within the deadline of {deadline:g} s: "
                          f"{source.not_ended()}")
-        sleep(interval)
+        # a poll every `interval`: a slow poll (a backlog of files) does not push the next one back
+        sleep(max(0.0, interval - (clock() - polled_at)))
 
 
 def _close(source: Source) -> None:

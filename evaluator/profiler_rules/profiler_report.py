@@ -5,7 +5,7 @@ import importlib
 import inspect
 import logging
 import os
-from collections.abc import Mapping
+from collections.abc import Callable, Mapping
 from typing import Any
 
 from evaluator.errors import EvaluatorError, RuleParameterError
@@ -150,8 +150,11 @@ class ProfilerReport(ProfilerRule):
     def report_files(self) -> dict[str, dict[str, Any]]:
         return {rule.rule_name: rule.report for rule in self.rules}
 
-    def html_report(self, final: bool = False) -> str | None:
-        """profiler-report.html, or None before any data or where there is no renderer.
+    def html_report_job(self) -> Callable[[], str] | None:
+        """profiler-report.html to draw: the renderer's input is built now (from the reader, on the
+        evaluator's thread), the returned function draws it (seconds with matplotlib: the report
+        sink runs it on a thread of its own while the rule runs). None before any data or where
+        there is no renderer.
 
         The renderer is `evaluator.reports` (its own package): `ProfilerReportInput.from_reader`
         builds its input from this rule's reader and the rules' JSON reports, then
@@ -172,5 +175,4 @@ class ProfilerReport(ProfilerRule):
         job = os.environ.get("SDLOCAL_JOB_NAME") or self.trial.name
         data = build(self.trial.reader, {name: jsonable(report) for name, report in self.report_files().items()},
                      job_name=job)
-        html = render(data)
-        return html if isinstance(html, str) else None
+        return lambda: str(render(data))

@@ -5,6 +5,7 @@ from __future__ import annotations
 import json
 import logging
 import sys
+import threading
 import types
 from pathlib import Path
 
@@ -129,6 +130,70 @@ def test_without_a_renderer_no_html_and_one_log_line(tmp_path: Path, monkeypatch
     rule = ProfilerReport(trial)
     judge_all(rule)
     with caplog.at_level(logging.INFO, logger="evaluator.profiler_rules.profiler_report"):
-        assert rule.html_report(final=False) is None and rule.html_report(final=True) is None
+        assert rule.html_report_job() is None and rule.html_report_job() is None
     assert [r.getMessage() for r in caplog.records] == [
         "profiler-report.html is not written: no HTML renderer (evaluator.reports.render_profiler_report) in this version"]
+
+
+def fake_renderer(monkeypatch: pytest.MonkeyPatch, render) -> None:  # type: ignore[no-untyped-def]
+    class FakeInput:
+        @classmethod
+        def from_reader(cls, reader: object, rule_reports: dict, *, job_name: str) -> int:
+            return len(reader.system)  # type: ignore[attr-defined]
+
+    module = types.ModuleType("evaluator.reports")
+    module.ProfilerReportInput = FakeInput  # type: ignore[attr-defined]
+    module.render_profiler_report = render  # type: ignore[attr-defined]
+    monkeypatch.setitem(sys.modules, "evaluator.reports", module)
+
+
+def test_live_drawing_runs_beside_the_polls_and_the_final_one_waits_for_it(tmp_path: Path,
+                                                                           monkeypatch: pytest.MonkeyPatch) -> None:
+    release = threading.Event()
+    drawn: list[int] = []
+
+    def render(samples: int) -> str:
+        if not drawn:
+            assert release.wait(30)  # the first (live) drawing blocks until the test lets it go
+        drawn.append(samples)
+        return f"<html>{samples}</html>"
+
+    fake_renderer(monkeypatch, render)
+    job = JobWriter(tmp_path / "prof")
+    trial = ProfilerTrial.open(tmp_path / "prof")
+    out = open_storage(tmp_path / "out")
+    polls: list[int] = []
+
+    def sleep(_: float) -> None:
+        polls.append(job.instant)
+        if job.instant < 60:
+            job.system(20, lambda i: machine(cpu=[30, 30]))  # polls go on while the drawing blocks
+        else:
+            release.set()
+            job.flush().end()
+
+    final = evaluate(trial, ProfilerReport(trial), interval=1.0, clock=Clock(), sleep=sleep,
+                     reports=ReportSink(out, html_interval_s=3600))
+    assert final.status is Status.NO_ISSUES_FOUND
+    assert polls == [0, 20, 40, 60]  # all while the first drawing was blocked
+    per_instant = 5  # memory, 2 x (CPUUtilization, I/OWaitPercentage)
+    # the live drawing (released at the end) finished before the final one was drawn
+    assert drawn == [20 * per_instant, 60 * per_instant]
+    assert out.read(HTML_REPORT_KEY) == f"<html>{60 * per_instant}</html>".encode()
+
+
+def test_a_failing_drawing_is_logged_and_the_verdict_stands(tmp_path: Path, monkeypatch: pytest.MonkeyPatch,
+                                                            caplog: pytest.LogCaptureFixture) -> None:
+    def render(samples: int) -> str:
+        raise ValueError("no fonts")
+
+    fake_renderer(monkeypatch, render)
+    trial = ProfilerTrial.open(healthy_job(tmp_path / "prof", slow_steps=11))
+    out = open_storage(tmp_path / "out")
+    with caplog.at_level(logging.ERROR, logger="evaluator.report_files"):
+        final = evaluate(trial, ProfilerReport(trial), interval=1.0, clock=Clock(), sleep=lambda s: None,
+                         reports=ReportSink(out))
+    assert final.status is Status.ISSUES_FOUND
+    assert not out.exists(HTML_REPORT_KEY) and out.exists("profiler-output/profiler-reports/StepOutlier.json")
+    assert {r.getMessage() for r in caplog.records} == {
+        "profiler-report.html could not be written: ValueError: no fonts"}

@@ -13,9 +13,8 @@ import shlex
 import tarfile
 import tempfile
 from pathlib import Path
-from typing import Any
 
-from launcher._values import split_s3_uri
+from trial.storage import Storage
 
 MAX_FAILURE_REASON = 1024
 _ERROR_LINE = re.compile(r"^[A-Za-z_][\w.]*(Error|Exception|Interrupt|Exit|Failure)\b")
@@ -29,14 +28,14 @@ def _tar_folder(folder: Path, archive: Path) -> None:
                 tar.add(entry, arcname=entry.name)
 
 
-def publish_folder(client: Any, folder: Path, uri: str, work_dir: Path) -> None:
-    """Tar and gzip `folder` (an empty tarball when it is empty or missing) and upload it to `uri`."""
-    bucket, key = split_s3_uri(uri)
+def publish_folder(folder: Path, output: Storage, name: str, work_dir: Path) -> None:
+    """Tar and gzip `folder` (an empty tarball when it is empty or missing) and store it as `name`
+    in `output` (the job's `<out>/<job>/output`)."""
     work_dir.mkdir(parents=True, exist_ok=True)
     with tempfile.TemporaryDirectory(dir=work_dir, prefix=".publish-") as tmp:
-        archive = Path(tmp) / Path(key).name
+        archive = Path(tmp) / name
         _tar_folder(folder, archive)
-        client.upload_file(str(archive), bucket, key)  # multipart for large models
+        output.write_file(name, archive)  # multipart for large models
 
 
 def failure_reason(failure_file: Path, exit_code: int | None, entry_point: str, user_args: list[str],

@@ -5,6 +5,8 @@ S3 channels are downloaded (S3Prefix semantics of the SageMaker SDK's local mode
 whose key starts with the prefix, at its key relative to the prefix; a URI naming one object gives
 that file). Local channels are not copied: the process runtime sees a symlink, the docker runtime
 mounts the folder or file read-only.
+
+S3 is reached through trial's Storage: `s3` opens a bucket's storage (`bucket_storage(client)`).
 """
 from __future__ import annotations
 
@@ -19,6 +21,15 @@ from typing import Any
 from launcher._inputs import Channel
 from launcher.errors import JobError
 from launcher.runtime import DataInput
+from trial.errors import StorageError
+from trial.storage import S3Storage, Storage
+
+Buckets = Callable[[str], Storage]  # bucket name -> the storage at its root
+
+
+def bucket_storage(client: Any) -> Buckets:
+    """Storages at the root of each bucket, all over one client."""
+    return lambda bucket: S3Storage(bucket, "", client=client)
 
 
 def _bucket_key(uri: str) -> tuple[str, str]:
@@ -27,11 +38,11 @@ def _bucket_key(uri: str) -> tuple[str, str]:
     return bucket, key
 
 
-def _error_code(e: Exception) -> str:
-    return str(getattr(e, "response", {}).get("Error", {}).get("Code", ""))
+def _one_line(e: Exception) -> str:
+    return " ".join(str(e).split())
 
 
-def stage_channels(client: Any, channels: tuple[Channel, ...], input_data: Path, *,
+def stage_channels(s3: Buckets | None, channels: tuple[Channel, ...], input_data: Path, *,
                    stop: threading.Event | None = None,
                    echo: Callable[[str], None] = print) -> tuple[DataInput, ...]:
     """Make every channel available under `input_data/<channel>`; the runtimes' `DataInput`s."""
@@ -39,7 +50,9 @@ def stage_channels(client: Any, channels: tuple[Channel, ...], input_data: Path,
     for channel in channels:
         dest = input_data / channel.name
         if channel.is_s3:
-            count = _download_prefix(client, channel, dest, stop)
+            if s3 is None:
+                raise JobError(f"channel {channel.name}: {channel.source} needs S3")
+            count = _download_prefix(s3, channel, dest, stop)
             echo(f"Channel {channel.name}: {count} file(s) from {channel.source}")
             inputs.append(DataInput(f"input/data/{channel.name}", dest))
             continue
@@ -58,49 +71,36 @@ def stage_channels(client: Any, channels: tuple[Channel, ...], input_data: Path,
     return tuple(inputs)
 
 
-def _download_prefix(client: Any, channel: Channel, dest: Path, stop: threading.Event | None) -> int:
+def _download_prefix(s3: Buckets, channel: Channel, dest: Path, stop: threading.Event | None) -> int:
     bucket, prefix = _bucket_key(channel.source)
+    storage = s3(bucket)
     dest.mkdir(parents=True, exist_ok=True)
     try:
-        if prefix and not prefix.endswith("/") and _is_object(client, bucket, prefix):
-            client.download_file(bucket, prefix, str(dest / PurePosixPath(prefix).name))
+        if prefix and not prefix.endswith("/") and storage.exists(prefix):
+            storage.read_to_file(prefix, dest / PurePosixPath(prefix).name)
             return 1
         count = 0
-        for page in client.get_paginator("list_objects_v2").paginate(Bucket=bucket, Prefix=prefix):
-            for obj in page.get("Contents", []):
-                key = obj["Key"]
-                if key.endswith("/"):  # a "folder" placeholder object
-                    continue
-                rel = key[len(prefix):].lstrip("/")
-                if not rel or not _stays_inside(PurePosixPath(rel)):
-                    raise JobError(f"channel {channel.name}: S3 key {key!r} would be written outside "
-                                   f"{dest}; refused")
-                if stop is not None and stop.is_set():
-                    raise JobError(f"channel {channel.name}: stopped while downloading {channel.source}")
-                target = dest / rel
-                target.parent.mkdir(parents=True, exist_ok=True)
-                client.download_file(bucket, key, str(target))
-                count += 1
-    except JobError:
-        raise
-    except Exception as e:  # botocore's errors: name the channel and the URI
-        raise JobError(f"channel {channel.name}: cannot download {channel.source}: {' '.join(str(e).split())}") from e
+        for key in storage.list(prefix, include_tmp=True):  # a channel's data is whatever is there
+            if key.endswith("/"):  # a "folder" placeholder object
+                continue
+            rel = key[len(prefix):].lstrip("/")
+            if not rel or not _stays_inside(PurePosixPath(rel)):
+                raise JobError(f"channel {channel.name}: S3 key {key!r} would be written outside "
+                               f"{dest}; refused")
+            if stop is not None and stop.is_set():
+                raise JobError(f"channel {channel.name}: stopped while downloading {channel.source}")
+            target = dest / rel
+            target.parent.mkdir(parents=True, exist_ok=True)
+            storage.read_to_file(key, target)
+            count += 1
+    except (StorageError, OSError) as e:  # S3 or this disk: name the channel and the URI
+        raise JobError(f"channel {channel.name}: cannot download {channel.source}: {_one_line(e)}") from e
     if count == 0:
         raise JobError(f"channel {channel.name}: no S3 objects found under S3 URL {channel.source}")
     return count
 
 
-def _is_object(client: Any, bucket: str, key: str) -> bool:
-    try:
-        client.head_object(Bucket=bucket, Key=key)
-    except Exception as e:
-        if _error_code(e) in ("404", "NoSuchKey", "NotFound"):
-            return False
-        raise
-    return True
-
-
-def fetch_source(client: Any, uri: str, dest: Path) -> None:
+def fetch_source(s3: Buckets, uri: str, dest: Path) -> None:
     """Download the gzipped tarball at `uri` and unpack it into `dest` (created), refusing members
     that would land outside it (absolute paths, `..`, links pointing out, devices)."""
     bucket, key = _bucket_key(uri)
@@ -108,12 +108,11 @@ def fetch_source(client: Any, uri: str, dest: Path) -> None:
     archive = dest.parent / ".sourcedir.tar.gz.download"
     try:
         try:
-            client.download_file(bucket, key, str(archive))
-        except Exception as e:
-            code = _error_code(e)
-            if code in ("404", "NoSuchKey", "NotFound", "NoSuchBucket"):
-                raise JobError(f"SourceDir {uri}: no such object in S3") from e
-            raise JobError(f"SourceDir {uri}: cannot download: {' '.join(str(e).split())}") from e
+            s3(bucket).read_to_file(key, archive)
+        except FileNotFoundError as e:
+            raise JobError(f"SourceDir {uri}: no such object in S3") from e
+        except StorageError as e:
+            raise JobError(f"SourceDir {uri}: cannot download: {_one_line(e)}") from e
         _unpack(archive, dest, uri)
     finally:
         archive.unlink(missing_ok=True)
@@ -131,7 +130,7 @@ def _unpack(archive: Path, dest: Path, uri: str) -> None:
                 tar.extractall(dest, members=members)  # noqa: S202 - every member checked above
     except (tarfile.TarError, EOFError, OSError, zlib.error) as e:
         raise JobError(f"SourceDir {uri}: not a readable gzipped tar archive (the SDK's sourcedir.tar.gz): "
-                       f"{' '.join(str(e).split())}") from e
+                       f"{_one_line(e)}") from e
 
 
 def _check_member(member: tarfile.TarInfo, uri: str) -> None:

@@ -4,30 +4,28 @@ evaluator/actions.py) and say when the running job must stop.
 
 A request stops the job only if the job's name starts with its `training_job_prefix` (SageMaker:
 "the prefix of the training job to stop"); one that does not match is reported once and ignored.
-Client and clock are injected; `poll()` lists nothing more often than every `interval` seconds.
+The rules' outputs (trial Storages) and the clock are injected; `poll()` reads nothing more often
+than every `interval` seconds.
 """
 from __future__ import annotations
 
 import time
 from collections.abc import Callable, Mapping
-from typing import Any
 
 from evaluator.actions import STOP_REQUEST_KEY, StopRequest
-from launcher._values import split_s3_uri
+from trial.storage import Storage
 
 
 class StopRequestWatcher:
     def __init__(
         self,
-        client: Any,
         job_name: str,
-        rule_outputs: Mapping[str, str],  # RuleConfigurationName -> s3://.../rule-output/<name>
+        rule_outputs: Mapping[str, Storage],  # RuleConfigurationName -> its rule-output storage
         *,
         interval: float = 1.0,
         clock: Callable[[], float] = time.monotonic,
         on_ignored: Callable[[StopRequest], None] | None = None,
     ) -> None:
-        self.client = client
         self.job_name = job_name
         self._pending = dict(rule_outputs)
         self.interval = interval
@@ -52,11 +50,10 @@ class StopRequestWatcher:
                 self.on_ignored(request)
         return None
 
-    def _read(self, rule_output: str) -> StopRequest | None:
-        bucket, prefix = split_s3_uri(rule_output)
+    def _read(self, rule_output: Storage) -> StopRequest | None:
         try:
-            body = self.client.get_object(Bucket=bucket, Key=f"{prefix}/{STOP_REQUEST_KEY}")["Body"].read()
-        except self.client.exceptions.NoSuchKey:
+            body = rule_output.read(STOP_REQUEST_KEY)
+        except FileNotFoundError:
             return None
         try:
             return StopRequest.from_json(body)

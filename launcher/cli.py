@@ -174,11 +174,12 @@ def run(ctx: click.Context, spec_file: Path | None, entry_point: str | None, sou
         click.echo(f"Warning: {warning}", err=True)
     options = RunOptions(poll_interval_s=poll_interval, rule_timeout_s=rule_timeout, overwrite=overwrite)
     echo = lambda line: click.echo(line, err=True)  # noqa: E731
-    chosen = select_runtime(runtime, rule_images=[r.image for r in spec.debug_rules], training_image=spec.training_image,
+    all_rules = spec.debug_rules + spec.profiler_rules
+    chosen = select_runtime(runtime, rule_images=[r.image for r in all_rules], training_image=spec.training_image,
                             limits=RuleLimits.from_flags(rule_memory, rule_cpus) if rule_memory or rule_cpus else None,
                             keep=keep_containers, echo=echo)
     if isinstance(chosen, ProcessRuntime):
-        for rule in spec.debug_rules:
+        for rule in all_rules:
             if not is_debugger_rule_image(rule.image):
                 echo(f"Warning: {rule.name}: RuleEvaluatorImage {rule.image} is not run by the process runtime; "
                      "using the built-in evaluator")

@@ -32,9 +32,10 @@ OFFLINE_BUILD_COMMAND = "sdlocal images build --offline"
 IMAGE_LABEL = "sdlocal.image"  # value: "training" | "evaluator"; says who owns an image
 
 # What each image installs from the wheelhouse. tensorboard is installed without its dependencies:
-# trial/proto.py imports only its protobuf modules (no grpcio, werkzeug, markdown, ...).
+# trial/proto.py imports only its protobuf modules (no grpcio, werkzeug, markdown, ...). matplotlib
+# draws the rules' HTML reports (ProfilerReport, the XGBoost report) in the evaluator image.
 COMMON_REQUIREMENTS = ("numpy", "protobuf")
-EVALUATOR_REQUIREMENTS = (*COMMON_REQUIREMENTS, "boto3", "botocore")
+EVALUATOR_REQUIREMENTS = (*COMMON_REQUIREMENTS, "boto3", "botocore", "matplotlib")
 TRAINING_REQUIREMENTS = (*COMMON_REQUIREMENTS, "torch")
 NO_DEPS_REQUIREMENTS = ("tensorboard",)
 TORCH_DEFAULT_VERSION = "2.13.0"

@@ -1,21 +1,22 @@
 """"The platform": what SageMaker does around the training container.
 
 It lays out the job directory (the process runtime's `/opt/ml`), writes `input/config/*.json`,
-uploads the hook's output continuously to the job's S3 prefixes and writes `training_job_end.ts`
-after the final upload, whether training succeeded or not. Channels and an S3 source tarball are
-staged by launcher/_staging.py, model and output data published by launcher/_artifacts.py.
+uploads the hook's output (and the system sampler's, `output/profiler`) continuously to the job's
+S3 prefixes and writes `training_job_end.ts` after the final upload, whether training succeeded or
+not. Channels and an S3 source tarball are staged by launcher/_staging.py, model and output data
+published by launcher/_artifacts.py. S3 is reached through trial's Storage only.
 """
 from __future__ import annotations
 
 import json
 import threading
-from collections.abc import Callable, Iterable
+from collections.abc import Callable, Collection, Iterable
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
-from launcher._values import split_s3_uri
 from launcher.spec import JobSpec
+from trial.storage import Storage
 
 END_MARKER = "training_job_end.ts"
 MARKER = ".sdlocal-job"
@@ -34,6 +35,12 @@ class JobDir:
     @property
     def tensors(self) -> Path:
         return self.root / "output" / "tensors"
+
+    @property
+    def profiler(self) -> Path:
+        """The profiler's output (`/opt/ml/output/profiler`): the system sampler's
+        `system/incremental/...` and the hook's `framework/pevents/...`."""
+        return self.root / "output" / "profiler"
 
     @property
     def tensorboard(self) -> Path:
@@ -85,12 +92,15 @@ class JobDir:
     def create(self) -> None:
         self.root.mkdir(parents=True, exist_ok=True)
         self.marker.touch()
-        for path in (self.config_dir, self.tensors, self.tensorboard, self.model, self.output_data, self.logs):
+        for path in (self.config_dir, self.tensors, self.profiler, self.tensorboard, self.model, self.output_data,
+                     self.logs):
             path.mkdir(parents=True, exist_ok=True)
 
 
-def write_configs(spec: JobSpec, job_dir: JobDir, endpoint_url: str | None) -> None:
-    """The container's config files, plus `job.json` (what `sdlocal summary` needs later)."""
+def write_configs(spec: JobSpec, job_dir: JobDir, endpoint_url: str | None,
+                  unevaluated: Collection[str] = ()) -> None:
+    """The container's config files, plus `job.json` (what `sdlocal summary` needs later).
+    `unevaluated`: the profiler rules this run starts no evaluator for."""
     job_dir.create()
 
     def dump(path: Path, data: Any) -> None:
@@ -99,14 +109,14 @@ def write_configs(spec: JobSpec, job_dir: JobDir, endpoint_url: str | None) -> N
     if spec.hook is not None:
         dump(job_dir.config_file("debughookconfig"), spec.hook.to_container_config(str(job_dir.tensors)))
     if spec.profiler is not None:
-        dump(job_dir.config_file("profilerconfig"), spec.profiler.to_container_config())
+        dump(job_dir.config_file("profilerconfig"), spec.profiler.to_container_config(str(job_dir.profiler)))
     if spec.tensorboard is not None:
         dump(job_dir.config_file("tensorboardoutputconfig"), {"LocalPath": str(job_dir.tensorboard)})
     env = spec.training_environment()
     dump(job_dir.config_file("resourceconfig"), env.resource_config())
     dump(job_dir.config_file("inputdataconfig"), env.input_data_config())
     dump(job_dir.config_file("hyperparameters"), dict(spec.request_hyperparameters))  # as sent, as SageMaker does
-    dump(job_dir.record, job_record(spec, endpoint_url))
+    dump(job_dir.record, job_record(spec, endpoint_url, unevaluated))
 
 
 def update_record(job_dir: JobDir, **fields: Any) -> None:
@@ -119,20 +129,23 @@ def update_record(job_dir: JobDir, **fields: Any) -> None:
     job_dir.record.write_text(json.dumps(record, indent=2) + "\n")
 
 
-def job_record(spec: JobSpec, endpoint_url: str | None) -> dict[str, Any]:
+def job_record(spec: JobSpec, endpoint_url: str | None, unevaluated: Collection[str] = ()) -> dict[str, Any]:
+    """`Evaluated` says whether a profiler rule got an evaluator (records written before profiler
+    rules were evaluated lack it: none did); `summary` leaves out those that did not."""
     return {
         "TrainingJobName": spec.job_name,
         "DebugOutput": spec.debug_output,
         "S3EndpointUrl": endpoint_url,
         "DebugRules": [{"RuleConfigurationName": r.name, "RuleOutput": r.output} for r in spec.debug_rules],
-        "ProfilerRules": [{"RuleConfigurationName": r.name, "RuleOutput": r.output} for r in spec.profiler_rules],
+        "ProfilerRules": [{"RuleConfigurationName": r.name, "RuleOutput": r.output, "Evaluated": r.name not in unevaluated}
+                          for r in spec.profiler_rules],
     }
 
 
 @dataclass(frozen=True)
 class UploadTarget:
     local: Path
-    uri: str  # s3://bucket/prefix (the files' keys are appended)
+    storage: Storage  # where the files go, at their paths relative to `local`
 
 
 def _rank(rel: str) -> int:
@@ -157,17 +170,15 @@ class Uploader:
 
     def __init__(
         self,
-        client: Any,
         targets: Iterable[UploadTarget],
         *,
         interval: float = 1.0,
         on_error: Callable[[Exception], None] | None = None,
     ) -> None:
-        self.client = client
         self.targets = list(targets)
         self.interval = interval
         self.on_error = on_error
-        self.uploaded: list[str] = []  # s3 URIs in upload order (for tests and logs)
+        self.uploaded: list[str] = []  # storage URIs in upload order (for tests and logs)
         self._seen: dict[Path, tuple[int, int]] = {}
         self._stop = threading.Event()
         self._thread: threading.Thread | None = None
@@ -177,7 +188,6 @@ class Uploader:
         count = 0
         with self._lock:
             for target in self.targets:
-                bucket, prefix = split_s3_uri(target.uri)
                 files = _closed_files(target.local)
                 for path in sorted(files, key=lambda p: _rank(p.relative_to(target.local).as_posix())):
                     try:
@@ -188,10 +198,12 @@ class Uploader:
                     if self._seen.get(path) == signature:
                         continue
                     rel = path.relative_to(target.local).as_posix()
-                    key = f"{prefix}/{rel}" if prefix else rel
-                    self.client.put_object(Bucket=bucket, Key=key, Body=path.read_bytes())
+                    try:
+                        target.storage.write_file(rel, path)
+                    except FileNotFoundError:
+                        continue  # renamed away since the listing (a writer's rotation): the next pass has it
                     self._seen[path] = signature
-                    self.uploaded.append(f"s3://{bucket}/{key}")
+                    self.uploaded.append(f"{target.storage.uri}/{rel}")
                     count += 1
         return count
 
@@ -215,6 +227,7 @@ class Uploader:
         return self.sync_once()
 
 
-def write_end_marker(client: Any, debug_output: str) -> None:
-    bucket, prefix = split_s3_uri(debug_output)
-    client.put_object(Bucket=bucket, Key=f"{prefix}/{END_MARKER}" if prefix else END_MARKER, Body=b"")
+def write_end_marker(storage: Storage, folder: str = "") -> None:
+    """`training_job_end.ts` at the storage's root (debug output) or in `folder` (the profiler's
+    `system/` and `framework/`), written after the final upload: readers take it as the end."""
+    storage.write(f"{folder.rstrip('/')}/{END_MARKER}" if folder else END_MARKER, b"")

@@ -24,6 +24,7 @@ from dataclasses import asdict, dataclass
 from pathlib import Path
 from typing import Any
 
+from launcher._wait import Deadline, wait_for
 from launcher.errors import S3EndpointError
 
 DEFAULT_BUCKET = "sdlocal"
@@ -111,11 +112,9 @@ def resolve_endpoint(
 
 def ensure_bucket(client: Any, bucket: str) -> None:
     """Create the bucket unless it exists (embedded/custom endpoints; never called for AWS)."""
-    try:
-        client.head_bucket(Bucket=bucket)
-    except Exception:
-        with contextlib.suppress(client.exceptions.BucketAlreadyOwnedByYou):
-            client.create_bucket(Bucket=bucket)
+    from trial.storage import S3Storage
+
+    S3Storage(bucket, "", client=client).ensure_root()
 
 
 @dataclass(frozen=True)
@@ -219,14 +218,18 @@ class EmbeddedS3:
                 cwd=str(self.home),
             )
         state = ServerState(port, proc.pid, f"http://127.0.0.1:{port}")
-        deadline = self.clock() + self.start_timeout
-        while not is_answering(state.url, timeout=0.5):
-            if proc.poll() is not None or self.clock() > deadline:
-                self._kill(state, grace=1.0)
-                proc.wait(timeout=5)
-                tail = self.log_path.read_text(errors="replace")[-500:] if self.log_path.exists() else ""
-                raise S3EndpointError(f"the embedded S3 server did not start on port {port}: {tail.strip()}")
-            self.sleep(0.1)
+
+        def started() -> str | None:
+            if is_answering(state.url, timeout=0.5):
+                return "answering"
+            return "exited" if proc.poll() is not None else None
+
+        waited = wait_for(started, Deadline.after(self.start_timeout, self.clock), interval=0.1, sleep=self.sleep)
+        if waited.value != "answering":
+            self._kill(state, grace=1.0)
+            proc.wait(timeout=5)
+            tail = self.log_path.read_text(errors="replace")[-500:] if self.log_path.exists() else ""
+            raise S3EndpointError(f"the embedded S3 server did not start on port {port}: {tail.strip()}")
         self.state_path.write_text(json.dumps(asdict(state)))
         return state
 
@@ -235,11 +238,13 @@ class EmbeddedS3:
             return
         with contextlib.suppress(ProcessLookupError, PermissionError):
             os.killpg(state.pid, signal.SIGTERM)
-        deadline = self.clock() + grace
-        while _pid_alive(state.pid) and self.clock() < deadline:
+
+        def gone() -> bool:
             with contextlib.suppress(ChildProcessError):
                 os.waitpid(state.pid, os.WNOHANG)  # reap it when we are its parent
-            self.sleep(0.05)
+            return not _pid_alive(state.pid)
+
+        wait_for(gone, Deadline.after(grace, self.clock), interval=0.05, sleep=self.sleep)
         with contextlib.suppress(ProcessLookupError, PermissionError):
             os.killpg(state.pid, signal.SIGKILL)
 
@@ -248,15 +253,15 @@ class EmbeddedS3:
         """Serialize start/stop between concurrent sdlocal commands (flock, polled with a deadline)."""
         self.home.mkdir(parents=True, exist_ok=True)
         with open(self.home / "s3.lock", "w") as fh:
-            deadline = self.clock() + timeout
-            while True:
+            def locked() -> bool:
                 try:
                     fcntl.flock(fh, fcntl.LOCK_EX | fcntl.LOCK_NB)
-                    break
                 except BlockingIOError:
-                    if self.clock() > deadline:
-                        raise S3EndpointError(f"another sdlocal holds {self.home / 's3.lock'}") from None
-                    self.sleep(0.1)
+                    return False
+                return True
+
+            if not wait_for(locked, Deadline.after(timeout, self.clock), interval=0.1, sleep=self.sleep).ready:
+                raise S3EndpointError(f"another sdlocal holds {self.home / 's3.lock'}")
             try:
                 yield
             finally:

@@ -97,8 +97,16 @@ class ProfilerSpec:
     parameters: Mapping[str, str]
     disabled: bool
 
-    def to_container_config(self) -> dict[str, Any]:
-        params = {"ProfilingIntervalInMilliseconds": str(self.interval_ms), **self.parameters}
+    @property
+    def sampled(self) -> bool:
+        """Whether the platform samples system metrics (SageMaker: unless DisableProfiler)."""
+        return not self.disabled
+
+    def to_container_config(self, local_path: str) -> dict[str, Any]:
+        """profilerconfig.json. `LocalPath` (smdebug's key, default /opt/ml/output/profiler) tells
+        the hook where the platform collects framework traces: the job folder's output/profiler
+        (the docker runtime rewrites it to /opt/ml/output/profiler)."""
+        params = {"ProfilingIntervalInMilliseconds": str(self.interval_ms), **self.parameters, "LocalPath": local_path}
         return {"ProfilingParameters": params, "DisableProfiler": self.disabled}
 
 
@@ -143,12 +151,22 @@ class JobSpec:
     def input_uris(self) -> tuple[str, ...]:
         """The S3 objects or prefixes this job reads: the source tarball, S3 channels, custom rule files."""
         uris = [self.source_s3_uri] + [c.source for c in self.channels]
-        uris += [r.parameters.get("source_s3_uri") for r in self.debug_rules]
+        uris += [r.parameters.get("source_s3_uri") for r in self.debug_rules + self.profiler_rules]
         return tuple(u for u in uris if u and u.startswith("s3://"))
 
     @property
     def debug_output(self) -> str:
         return f"{self.job_output}/debug-output"
+
+    @property
+    def profiler_output(self) -> str:
+        """`<ProfilerConfig.S3OutputPath>/<job>/profiler-output`; without a ProfilerConfig, where
+        the profiler rules' outputs are (`rule-output/` beside it)."""
+        if self.profiler is not None:
+            return self.profiler.profiler_output
+        if self.profiler_rules:
+            return self.profiler_rules[0].output.rsplit("/rule-output/", 1)[0] + "/profiler-output"
+        return f"{self.job_output}/profiler-output"
 
     def rule_code_uri(self, rule: RuleSpec) -> str:
         """Where a local custom rule file goes: `<job output>/rule-code/<RuleConfigurationName>/<file>`."""
@@ -161,14 +179,17 @@ class JobSpec:
         """Upload each local custom rule file (`upload(path, s3_uri)`, as the SageMaker SDK does
         before CreateTrainingJob) and return the spec whose `source_s3_uri`s name the uploads, so
         that evaluators anywhere (containers cannot see this host's files) download them."""
-        rules = []
-        for rule in self.debug_rules:
-            if rule.local_rule_file is not None:
-                uri = self.rule_code_uri(rule)
-                upload(rule.local_rule_file, uri)
-                rule = replace(rule, parameters={**rule.parameters, "source_s3_uri": uri})
-            rules.append(rule)
-        return replace(self, debug_rules=tuple(rules))
+        def uploaded(rules: tuple[RuleSpec, ...]) -> tuple[RuleSpec, ...]:
+            out = []
+            for rule in rules:
+                if rule.local_rule_file is not None:
+                    uri = self.rule_code_uri(rule)
+                    upload(rule.local_rule_file, uri)
+                    rule = replace(rule, parameters={**rule.parameters, "source_s3_uri": uri})
+                out.append(rule)
+            return tuple(out)
+
+        return replace(self, debug_rules=uploaded(self.debug_rules), profiler_rules=uploaded(self.profiler_rules))
 
     @classmethod
     def from_request(
@@ -258,7 +279,8 @@ def _parse(
     if dup:
         raise SpecError("RuleConfigurationName", f"must be unique within the job; duplicated: {', '.join(dup)}")
     if check_rule_names:
-        _check_builtin_rules(debug_rules)
+        _check_builtin_rules(debug_rules, "DebugRuleConfigurations")
+        _check_builtin_rules(profiler_rules, "ProfilerRuleConfigurations")
 
     hook = None
     if "DebugHookConfig" in req or debug_rules:
@@ -340,7 +362,7 @@ def _check_custom_rule_file(path: Path, class_name: str, where: str) -> None:
         raise SpecError(f"{where}.rule_to_invoke", f"class {class_name!r} is not defined in {path}")
 
 
-def _check_builtin_rules(rules: tuple[RuleSpec, ...]) -> None:
+def _check_builtin_rules(rules: tuple[RuleSpec, ...], key: str) -> None:
     from evaluator.registry import UnknownRuleError, get_rule_class
 
     for i, rule in enumerate(rules):
@@ -349,7 +371,7 @@ def _check_builtin_rules(rules: tuple[RuleSpec, ...]) -> None:
         try:
             get_rule_class(rule.rule_to_invoke)
         except UnknownRuleError as e:
-            raise SpecError(f"DebugRuleConfigurations[{i}].RuleParameters.rule_to_invoke", str(e)) from e
+            raise SpecError(f"{key}[{i}].RuleParameters.rule_to_invoke", str(e)) from e
 
 
 def _hook(hook_req: Mapping[str, Any], debug_output: str, rules: tuple[RuleSpec, ...]) -> HookSpec:

@@ -1,6 +1,6 @@
 """`rule_job_summary()`: the rules' statuses read from S3 (Debugger rules, then profiler rules),
-and their table. A rule with no status yet is reported `InProgress` (Debugger rules only: this
-version does not evaluate profiler rules, so those without a status are left out)."""
+and their table. A rule with no status yet is reported `InProgress`, except a profiler rule that
+its run started no evaluator for (the job record's `Evaluated`): it is left out."""
 from __future__ import annotations
 
 import json
@@ -9,8 +9,8 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
-from launcher._values import split_s3_uri
 from launcher.errors import JobError
+from trial.storage import Storage, open_storage
 
 COLUMNS = ("RuleConfigurationName", "RuleEvaluationStatus", "StatusDetails")
 STATUS_FILE = "status.json"
@@ -21,13 +21,14 @@ class RuleRef:
     name: str
     output: str  # s3://.../<job>/rule-output/<name>
     kind: str = "debugger"
+    evaluated: bool = True  # False: no evaluator was started for it (a profiler rule not supported yet)
 
 
-def read_status(client: Any, rule_output: str) -> dict[str, Any] | None:
-    bucket, prefix = split_s3_uri(rule_output)
+def read_status(rule_output: Storage) -> dict[str, Any] | None:
+    """The rule's status.json as stored (None when there is none yet)."""
     try:
-        body = client.get_object(Bucket=bucket, Key=f"{prefix}/{STATUS_FILE}")["Body"].read()
-    except client.exceptions.NoSuchKey:
+        body = rule_output.read(STATUS_FILE)
+    except FileNotFoundError:
         return None
     data = json.loads(body)
     return data if isinstance(data, dict) else None
@@ -37,9 +38,9 @@ def rule_job_summary(client: Any, rules: Iterable[RuleRef]) -> list[dict[str, An
     ordered = sorted(rules, key=lambda r: r.kind != "debugger")  # stable: Debugger rules first
     out = []
     for rule in ordered:
-        status = read_status(client, rule.output)
+        status = read_status(open_storage(rule.output, client=client))
         if status is None:
-            if rule.kind != "debugger":
+            if not rule.evaluated:
                 continue
             status = {"RuleConfigurationName": rule.name, "RuleEvaluationStatus": "InProgress", "StatusDetails": ""}
         out.append(status)
@@ -52,21 +53,19 @@ def rules_of_job(client: Any, job_name: str, *, output_path: str | None, job_dir
     record = job_dir / "job.json" if job_dir else None
     if output_path is None and record is not None and record.is_file():
         data = json.loads(record.read_text())
-        return [RuleRef(r["RuleConfigurationName"], r["RuleOutput"], kind)
+        return [RuleRef(r["RuleConfigurationName"], r["RuleOutput"], kind,
+                        kind == "debugger" or r.get("Evaluated") is True)  # older records: no profiler rule ran
                 for key, kind in (("DebugRules", "debugger"), ("ProfilerRules", "profiler"))
                 for r in data.get(key, [])]
     from launcher.spec import DEFAULT_S3_OUTPUT_PATH
 
     base = (output_path or DEFAULT_S3_OUTPUT_PATH).rstrip("/")
-    bucket, prefix = split_s3_uri(f"{base}/{job_name}/rule-output")
-    names = []
-    paginator = client.get_paginator("list_objects_v2")
-    for page in paginator.paginate(Bucket=bucket, Prefix=f"{prefix}/", Delimiter="/"):
-        names += [p["Prefix"][len(prefix) + 1:].rstrip("/") for p in page.get("CommonPrefixes", [])]
-    job_prefix = prefix.rsplit("/", 1)[0]
-    if not names and not client.list_objects_v2(Bucket=bucket, Prefix=f"{job_prefix}/", MaxKeys=1).get("KeyCount"):
+    job = open_storage(f"{base}/{job_name}", client=client)
+    # a rule's folder holds its status, reports and requests: a few keys each
+    names = sorted({key.split("/", 2)[1] for key in job.list("rule-output/", include_tmp=True) if key.count("/") >= 2})
+    if not names and not job.any_key():
         raise JobError(f"no training job {job_name!r} under {base}/ (give its --s3-output-path?)")
-    return [RuleRef(name, f"s3://{bucket}/{prefix}/{name}") for name in sorted(names)]
+    return [RuleRef(name, f"{job.uri}/rule-output/{name}") for name in names]
 
 
 def format_table(rows: Sequence[dict[str, Any]]) -> str:

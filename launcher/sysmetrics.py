@@ -38,6 +38,14 @@ __all__ = [
 
 log = logging.getLogger(__name__)
 
+# How long a system-metrics file stays open during a job (`make_sampler(close_interval_s=...)`).
+# SageMaker closes one file per minute: a profiler rule would then see a sample up to a minute
+# late. Rules must follow the data within about 2 s (issue 10): a sample waits at most this long
+# for its file to close, then at most one upload interval (1 s) for the uploader. 1 s costs 60
+# files a minute (at any sampling interval up to 1 s; one per sample beyond), which the profiler
+# reader lists incrementally (docs/profiler-data.md: 20-80 ms an idle poll on moto).
+LIVE_CLOSE_INTERVAL_S = 1
+
 
 class SystemSampler:
     """Samples `collector` every `interval_s` on a thread and writes through `writer`.
@@ -105,13 +113,38 @@ class SystemSampler:
     def _run(self) -> None:
         next_at = self.monotonic()
         while True:
-            self.sample_once()
-            next_at += self.interval_s
             now = self.monotonic()
-            if next_at <= now:  # fell behind (a suspended machine, a slow disk): skip the missed ticks
-                next_at = now + self.interval_s
-            if self._stop.wait(next_at - now):
+            if now >= next_at:
+                self.sample_once()
+                next_at += self.interval_s
+                now = self.monotonic()
+                if next_at <= now:  # fell behind (a suspended machine, a slow disk): skip the missed ticks
+                    next_at = now + self.interval_s
+            else:  # woken for the open file's period end: close it now, not at the next sample
+                self._close_if_due()
+            wait = next_at - now
+            closes_in = self._closes_in()
+            if closes_in is not None:
+                wait = min(wait, max(closes_in, 0.0) + 0.001)
+            if self._stop.wait(wait):
                 return
+
+    def _closes_in(self) -> float | None:
+        """Seconds until the open file's period ends (a sampling interval longer than the file's
+        period would otherwise keep it open, out of the uploader's sight, until the next sample)."""
+        until = self.writer.open_until
+        return None if until is None else until - self.clock()
+
+    def _close_if_due(self) -> None:
+        try:
+            with self._lock:
+                if not self._closed:
+                    self.writer.close_if_due(self.clock())
+        except OSError as e:  # a full disk: say it once, sampling goes on
+            kind = f"{type(e).__name__}: {e}"
+            if kind not in self.errors:
+                self.errors.append(kind)
+                log.warning("system metrics: closing a file failed (%s); sampling goes on", kind)
 
     def stop(self, timeout: float = 5.0) -> None:
         """Stop the thread and close the open file, waiting at most about `timeout` s; idempotent."""

@@ -24,16 +24,15 @@ from typing import Any
 
 import numpy as np
 
+from trial._decode import read_value
 from trial._index import IndexState, Location, parse_index_key
 from trial.collection import CollectionsFile
-from trial.errors import CorruptRecordError, MissingCollectionFiles, TensorUnavailable
+from trial.errors import MissingCollectionFiles, TensorUnavailable
 from trial.modes import ModeKeys, to_mode
 from trial.mutable_collection import MutableCollection
-from trial.proto import decode_event
 from trial.steps import StepState, step_state, wait_for_steps, within_wait_window
 from trial.storage import Storage, open_storage
 from trial.tensor import Tensor
-from trial.tfrecord import decode_record
 
 END_MARKER = "training_job_end.ts"
 INDEX_PREFIX = "index/"
@@ -399,16 +398,8 @@ class Trial:
 
     # ---- reading ---------------------------------------------------------------------------
     def read_record(self, loc: Location) -> np.ndarray:
-        """The value stored at `loc`: one ranged read, checked framing, decoded."""
-        data = self.storage.read_range(loc.key, loc.start, loc.length)
-        if len(data) != loc.length:
-            raise CorruptRecordError(
-                f"truncated: index says {loc.length} bytes, file has {len(data)}",
-                where=f"{self.storage.uri}/{loc.key}",
-                offset=loc.start,
-            )
-        where = f"{self.storage.uri}/{loc.key}"
-        return decode_event(decode_record(data, where=where, offset=loc.start), where=where, offset=loc.start).value
+        """The value stored at `loc`: a ranged read, checked framing, decoded (trial/_decode.py)."""
+        return read_value(self.storage, loc.key, loc.start, loc.length)
 
 
 def create_trial(

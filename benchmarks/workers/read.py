@@ -6,6 +6,11 @@
 `smdebug.trials.create_trial` (the side virtualenv's python). The timed span starts before the
 trial is opened and ends after the last value is in memory; the checksum is computed afterwards so
 that both readers are timed on reading alone.
+
+smdebug's trial sleeps once it sees the end-of-training marker (`time.sleep` of
+SMDEBUG_TRAINING_END_DELAY_REFRESH, 1 s by default, before its final refresh). Every `time.sleep`
+made inside the timed span is itself timed and reported as `slept_s`; `read_s` = `total_s` -
+`slept_s` is the reading work alone. Our reader never sleeps (its `slept_s` is 0, measured the same way).
 """
 
 from __future__ import annotations
@@ -53,6 +58,23 @@ def read_bytes_only(path: str) -> dict[str, Any]:
             "values": len(kept), "bytes": sum(int(b.size) for b in kept), "python": sys.executable}
 
 
+def _time_sleeps() -> list[float]:
+    """Wraps time.sleep (smdebug calls it as `time.sleep`) so that every sleep still happens and
+    its wall time is added to the returned cell."""
+    slept = [0.0]
+    real_sleep = time.sleep
+
+    def timed_sleep(seconds: float) -> None:
+        began = time.perf_counter()
+        try:
+            real_sleep(seconds)
+        finally:
+            slept[0] += time.perf_counter() - began
+
+    time.sleep = timed_sleep
+    return slept
+
+
 def main(argv: list[str] | None = None) -> int:
     parser = argparse.ArgumentParser(description=__doc__)
     parser.add_argument("--reader", choices=("ours", "smdebug", "bytes"), required=True)
@@ -63,6 +85,7 @@ def main(argv: list[str] | None = None) -> int:
         return 0
 
     create_trial = _create_trial(args.reader)
+    slept = _time_sleeps()
     values: list[Any] = []
     start, cpu_start = time.perf_counter(), time.process_time()
     trial = create_trial(args.path)
@@ -75,19 +98,23 @@ def main(argv: list[str] | None = None) -> int:
     end, cpu_end = time.perf_counter(), time.process_time()
 
     checksum = 0.0
-    elements = 0
+    elements = nbytes = 0
     for value in values:
         array = np.asarray(value)
         checksum += float(np.sum(array, dtype=np.float64))
         elements += int(array.size)
+        nbytes += int(array.nbytes)
     result = {
         "reader": args.reader,
         "open_s": opened - start,
         "total_s": end - start,
+        "slept_s": slept[0],
+        "read_s": end - start - slept[0],
         "cpu_s": cpu_end - cpu_start,
         "tensor_names": len(names),
         "values": len(values),
         "elements": elements,
+        "bytes": nbytes,
         "checksum": checksum,
         "python": sys.executable,
     }

@@ -123,6 +123,7 @@ class Handle(abc.ABC):
     name: str
     log_path: Path
     labels: Mapping[str, str] = field(default_factory=dict)
+    in_container = False  # a container (its own cgroup, no GPU of the host) rather than a host process
 
     @abc.abstractmethod
     def poll(self) -> int | None:
@@ -135,6 +136,11 @@ class Handle(abc.ABC):
     @abc.abstractmethod
     def stop(self, grace: float) -> int | None:
         """Ask it to stop (SIGTERM), kill it after `grace` seconds; the exit code."""
+
+    def container_pid(self) -> int | None:
+        """The host pid of the container's main process while it runs (the system sampler reads its
+        cgroup); None for a process of this host, whose figures are the host's."""
+        return None
 
     def logs(self) -> str:
         try:

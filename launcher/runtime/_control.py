@@ -15,6 +15,7 @@ from collections.abc import Callable
 from dataclasses import dataclass
 from pathlib import Path
 
+from launcher._wait import Deadline, wait_for
 from launcher.errors import JobError
 from launcher.s3 import _pid_alive
 
@@ -93,12 +94,8 @@ def request_stop(job_dir: Path) -> Path:
 def wait_ended(home: Path, job: RunningJob, timeout: float, *, clock: Callable[[], float] = time.monotonic,
                sleep: Callable[[float], None] = time.sleep) -> bool:
     """True when the launcher unregistered or died within `timeout` seconds."""
-    deadline = clock() + timeout
-    while find_running(home, job.job_name) is not None:
-        if clock() > deadline:
-            return False
-        sleep(0.2)
-    return True
+    return wait_for(lambda: find_running(home, job.job_name) is None, Deadline.after(timeout, clock),
+                    sleep=sleep).ready
 
 
 class StopWatcher:

@@ -59,6 +59,8 @@ def _docker_errors() -> tuple[type[BaseException], ...]:
 class DockerHandle(Handle):
     """A started container: a thread waits for its exit, another copies its output to `log_path`."""
 
+    in_container = True
+
     def __init__(self, name: str, log_path: Path, container: Any, labels: dict[str, str]) -> None:
         super().__init__(name, log_path, labels)
         self.container = container
@@ -103,6 +105,16 @@ class DockerHandle(Handle):
 
     def poll(self) -> int | None:
         return self._exit
+
+    def container_pid(self) -> int | None:
+        """`State.Pid` of the running container (None once it exited or when the engine cannot say)."""
+        failures: tuple[type[BaseException], ...] = (*_docker_errors(), ValueError, TypeError)
+        try:
+            self.container.reload()
+            pid = int(self.container.attrs.get("State", {}).get("Pid") or 0)
+        except failures:
+            return None
+        return pid or None
 
     def wait(self, timeout: float) -> int | None:
         self._done.wait(max(timeout, 0.0))

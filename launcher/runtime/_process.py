@@ -92,11 +92,12 @@ class ProcessRuntime(Runtime):
 
 def wait_all(handles: list[Handle], timeout: float, *, clock: Any = time.monotonic, interval: float = 0.2) -> bool:
     """Wait until every handle exited or the deadline passed; True if all exited."""
-    deadline = clock() + timeout
-    while any(h.poll() is None for h in handles):
-        remaining = deadline - clock()
-        if remaining <= 0:
-            return False
-        running = next(h for h in handles if h.poll() is None)
-        running.wait(min(interval, remaining))
-    return True
+    from launcher._wait import Deadline, wait_for
+
+    def pause(seconds: float) -> None:
+        running = [h for h in handles if h.poll() is None]
+        if running:
+            running[0].wait(seconds)
+
+    return wait_for(lambda: all(h.poll() is not None for h in handles), Deadline.after(timeout, clock),
+                    interval=interval, pause=pause).ready

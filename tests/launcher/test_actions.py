@@ -6,6 +6,7 @@ from __future__ import annotations
 import json
 import re
 import sys
+import threading
 import time
 from pathlib import Path
 from typing import Any
@@ -21,6 +22,7 @@ from launcher.runtime._process import ProcessHandle
 from launcher.s3 import S3Endpoint
 from launcher.spec import JobSpec
 from tests.launcher._procs import gone
+from trial.storage import S3Storage
 
 
 def put_request(s3_client: Any, bucket: str, rule: str, prefix: str, step: int = 4) -> None:
@@ -31,8 +33,8 @@ def put_request(s3_client: Any, bucket: str, rule: str, prefix: str, step: int =
 def test_watcher_matches_the_prefix_once_per_interval(s3_client: Any, bucket: str) -> None:
     now = [0.0]
     ignored: list[StopRequest] = []
-    outputs = {r: f"s3://{bucket}/out/rule-output/{r}" for r in ("A", "B")}
-    watcher = StopRequestWatcher(s3_client, "train-job-7", outputs, interval=1.0, clock=lambda: now[0],
+    outputs = {r: S3Storage(bucket, f"out/rule-output/{r}", client=s3_client) for r in ("A", "B")}
+    watcher = StopRequestWatcher("train-job-7", outputs, interval=1.0, clock=lambda: now[0],
                                  on_ignored=ignored.append)
     assert watcher.poll() is None  # nothing yet
     put_request(s3_client, bucket, "A", "other-")
@@ -58,9 +60,12 @@ writer = TrialWriter(cfg["LocalPath"])
 writer.write_collections([])
 steps_file = os.path.join(os.environ["PIDS_DIR"], "steps")
 steps = int(open(steps_file).read()) if os.path.exists(steps_file) else 600
+release = os.path.join(os.environ["PIDS_DIR"], "release")  # the test lets training end early
 for step in range(steps):
     writer.write_step(step, "TRAIN", step, [("loss", np.float32(1.0 / (step + 1)))])
     open(os.path.join(os.environ["PIDS_DIR"], "last-step"), "w").write(str(step))
+    if os.path.exists(release):
+        break
     time.sleep(0.1)
 '''
 
@@ -116,8 +121,9 @@ def stop_spec(tmp_path: Path, bucket: str, name: str, prefix: str) -> JobSpec:
     return JobSpec.from_request(req, base_dir=tmp_path)
 
 
-def run(spec: JobSpec, tmp_path: Path, runtime: RecordingRuntime, moto_server: str, s3_client: Any) -> tuple[JobResult, list[str]]:
-    lines: list[str] = []
+def run(spec: JobSpec, tmp_path: Path, runtime: RecordingRuntime, moto_server: str, s3_client: Any,
+        lines: list[str] | None = None) -> tuple[JobResult, list[str]]:
+    lines = [] if lines is None else lines
     opts = RunOptions(poll_interval_s=0.2, upload_interval_s=0.1, stop_grace_s=5.0, action_poll_interval_s=0.2,
                       rule_timeout_s=120, collections_timeout_s=30)
     result = run_job(spec, job_dir=JobDir(tmp_path / "jobs" / spec.job_name), endpoint=S3Endpoint(moto_server, "flag"),
@@ -151,11 +157,25 @@ def test_stop_training_action_stops_the_job_and_the_rule_finishes(
 @pytest.mark.slow
 def test_stop_request_for_another_prefix_does_not_stop(
         tmp_path: Path, runtime: RecordingRuntime, moto_server: str, s3_client: Any, bucket: str) -> None:
-    (tmp_path / "pids" / "steps").write_text("20")
-    result, lines = run(stop_spec(tmp_path, bucket, "keepme-1", "keepme-2"), tmp_path, runtime, moto_server, s3_client)
+    # Training runs (up to a minute) until the launcher has said it ignored the request: the
+    # rule's request must be seen while training runs, however slowly the evaluator starts.
+    ignored = "Rule Fires requested StopTraining for jobs starting with 'keepme-2': not keepme-1, ignored"
+    lines: list[str] = []
+
+    def release_when_ignored() -> None:
+        deadline = time.monotonic() + 50
+        while ignored not in lines and time.monotonic() < deadline:
+            time.sleep(0.1)
+        (tmp_path / "pids" / "release").write_text("")
+
+    releaser = threading.Thread(target=release_when_ignored, daemon=True)
+    releaser.start()
+    result, lines = run(stop_spec(tmp_path, bucket, "keepme-1", "keepme-2"), tmp_path, runtime, moto_server,
+                        s3_client, lines)
+    releaser.join(5)
+    assert ignored in lines, lines
     assert result.stopped_by_rule is None and result.training_status == "Completed"
-    assert int((tmp_path / "pids" / "last-step").read_text()) == 19
-    assert "Rule Fires requested StopTraining for jobs starting with 'keepme-2': not keepme-1, ignored" in lines
+    assert int((tmp_path / "pids" / "last-step").read_text()) < 590  # released, not run to the end
     (status,) = result.statuses
     assert status["RuleEvaluationStatus"] == "IssuesFound"
 

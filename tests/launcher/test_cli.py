@@ -185,9 +185,10 @@ def test_unreachable_s3_is_one_line_error(tmp_path: Path, monkeypatch: pytest.Mo
         port = s.getsockname()[1]
     result = CliRunner().invoke(cli, ["summary", "some-job", "--s3-endpoint-url", f"http://127.0.0.1:{port}"])
     assert result.exit_code == 1
+    # the launcher reaches S3 through trial's Storage, whose errors name the S3 URI
     assert result.stderr.strip().splitlines() == [
-        f'Error: S3: Could not connect to the endpoint URL: "http://127.0.0.1:{port}/sdlocal?list-type=2'
-        '&prefix=jobs%2Fsome-job%2Frule-output%2F&delimiter=%2F&encoding-type=url"']
+        "Error: cannot list s3://sdlocal/jobs/some-job/rule-output/: Could not connect to the endpoint URL: "
+        f'"http://127.0.0.1:{port}/sdlocal?list-type=2&prefix=jobs%2Fsome-job%2Frule-output%2F&encoding-type=url"']
 
 
 def test_summary_of_unknown_job_is_an_error(tmp_path: Path, monkeypatch: pytest.MonkeyPatch, moto_server: str,

@@ -119,3 +119,51 @@ def test_training_killed_midway_fails_the_job(tmp_path: Path, moto_server: str, 
     assert {s["RuleEvaluationStatus"] for s in statuses} <= {"IssuesFound", "NoIssuesFound"}, statuses
     assert took < 60, f"rules took {took:.0f}s to finish after training was killed"
     assert not job_pids(job)
+
+
+def test_job_as_the_sdk_builds_it_samples_the_system_until_ctrl_c(tmp_path: Path, moto_server: str,
+                                                                  s3_client: Any) -> None:
+    """The SDK's default ProfilerConfig and ProfilerReport beside a Debugger rule: the system is
+    sampled into the job folder and uploaded while training runs; Ctrl-C stops the sampler with
+    its last file closed and uploaded, and the profiler end markers are written."""
+    job = f"e2e-prof-{uuid.uuid4().hex[:6]}"
+    spec = tmp_path / "job.json"
+    spec.write_text(json.dumps({
+        "EntryPoint": "train.py", "SourceDir": str(REPO / "examples"), "HyperParameters": {"steps": "100000"},
+        "DebugHookConfig": {"S3OutputPath": "s3://sdlocal/jobs"},
+        "DebugRuleConfigurations": [{"RuleConfigurationName": "LossNotDecreasing",
+                                     "RuleParameters": {"rule_to_invoke": "LossNotDecreasing"}}],
+        "ProfilerConfig": {"S3OutputPath": "s3://sdlocal/jobs", "ProfilingIntervalInMilliseconds": 500},
+        "ProfilerRuleConfigurations": [{"RuleConfigurationName": "ProfilerReport",
+                                        "RuleParameters": {"rule_to_invoke": "ProfilerReport"}}],
+    }))
+    prefix = f"jobs/{job}/profiler-output/"
+    proc = sdlocal(["run", str(spec), "--job-name", job], tmp_path, moto_server)
+
+    def uploaded_system_files() -> int:
+        try:
+            return int(s3_client.list_objects_v2(Bucket="sdlocal", Prefix=prefix + "system/incremental/")["KeyCount"])
+        except s3_client.exceptions.NoSuchBucket:  # the launcher creates it
+            return 0
+
+    try:
+        deadline = time.monotonic() + 180
+        while not uploaded_system_files():
+            assert proc.poll() is None and time.monotonic() < deadline, proc.communicate()[1]
+            time.sleep(0.2)
+        wait_for_text(tmp_path / "jobs" / job / "logs" / "training.log", "step 10 ")
+        proc.send_signal(signal.SIGINT)
+        out, err = proc.communicate(timeout=120)
+    finally:
+        proc.kill()
+    assert proc.returncode == 130, err
+    assert "System metrics of this host every 500 ms" in err
+    assert "not evaluated yet" not in err
+    assert [(s["RuleConfigurationName"], s["RuleEvaluationStatus"]) for s in json.loads(out)] == [
+        ("LossNotDecreasing", "Stopped"), ("ProfilerReport", "Stopped")]
+    stored = {o["Key"][len(prefix):] for o in s3_client.list_objects_v2(Bucket="sdlocal", Prefix=prefix)["Contents"]}
+    assert {"system/training_job_end.ts", "framework/training_job_end.ts"} <= stored
+    local = tmp_path / "jobs" / job / "output" / "profiler"
+    files = {p.relative_to(local).as_posix() for p in local.rglob("*") if p.is_file()}
+    assert files and not [f for f in files if f.endswith(".tmp")] and files <= stored
+    assert not job_pids(job)

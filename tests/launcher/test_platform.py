@@ -10,6 +10,7 @@ import numpy as np
 from launcher.platform import JobDir, Uploader, UploadTarget, write_configs, write_end_marker
 from launcher.spec import JobSpec
 from trial.collection import Collection
+from trial.storage import S3Storage
 from trial.writer import TrialWriter
 
 
@@ -54,7 +55,7 @@ def test_uploader_order_no_tmp_reupload_changed(tmp_path: Path, s3_client: Any, 
     (root / "events" / "000000000009" / "000000000009_worker_0.tfevents.tmp").write_bytes(b"partial")
     writer.write_end_marker()  # the hook's own marker is never uploaded early: the platform writes it
 
-    up = Uploader(s3_client, [UploadTarget(root, f"s3://{bucket}/out/job/debug-output")])
+    up = Uploader([UploadTarget(root, S3Storage(bucket, "out/job/debug-output", client=s3_client))])
     assert up.sync_once() == 7
     rel = [u.split("/debug-output/", 1)[1] for u in up.uploaded]
     assert not [r for r in rel if r.endswith(".tmp") or r.endswith("training_job_end.ts")]
@@ -75,11 +76,12 @@ def test_uploader_order_no_tmp_reupload_changed(tmp_path: Path, s3_client: Any, 
 
 def test_uploader_thread_and_final_upload_then_end_marker(tmp_path: Path, s3_client: Any, bucket: str) -> None:
     root = tmp_path / "tensors"
-    up = Uploader(s3_client, [UploadTarget(root, f"s3://{bucket}/p/debug-output")], interval=0.05)
+    output = S3Storage(bucket, "p/debug-output", client=s3_client)
+    up = Uploader([UploadTarget(root, output)], interval=0.05)
     up.start()
     TrialWriter(root).write_step(0, "TRAIN", 0, [("loss", np.float32(1.0))])
     up.finish(timeout=10)
-    write_end_marker(s3_client, f"s3://{bucket}/p/debug-output")
+    write_end_marker(output)
     assert keys(s3_client, bucket) == [
         "p/debug-output/events/000000000000/000000000000_worker_0.tfevents",
         "p/debug-output/index/000000000/000000000000_worker_0.json",

@@ -12,9 +12,10 @@ import pytest
 
 from launcher._artifacts import failure_reason, publish_folder
 from launcher._inputs import Channel
-from launcher._staging import fetch_source, stage_channels
+from launcher._staging import bucket_storage, fetch_source, stage_channels
 from launcher.errors import JobError
 from launcher.runtime import DataInput
+from trial.storage import LocalStorage, S3Storage
 
 
 def put(client: Any, bucket: str, key: str, body: bytes = b"x") -> None:
@@ -48,7 +49,7 @@ def test_s3_channels_downloaded_with_the_sdks_prefix_semantics(tmp_path: Path, s
                 Channel("prefix", f"s3://{bucket}/data/train"),  # a key prefix: train-extra.csv matches too
                 Channel("one", f"s3://{bucket}/other/c.csv"))  # one object: the file itself
     lines: list[str] = []
-    inputs = stage_channels(s3_client, channels, tmp_path / "input" / "data", echo=lines.append)
+    inputs = stage_channels(bucket_storage(s3_client), channels, tmp_path / "input" / "data", echo=lines.append)
     data = tmp_path / "input" / "data"
     files = {c: sorted(p.relative_to(data / c).as_posix() for p in (data / c).rglob("*") if p.is_file())
              for c in ("folder", "prefix", "one")}
@@ -61,27 +62,21 @@ def test_s3_channels_downloaded_with_the_sdks_prefix_semantics(tmp_path: Path, s
 
 def test_s3_channel_errors_name_the_channel(tmp_path: Path, s3_client: Any, bucket: str) -> None:
     with pytest.raises(JobError, match=rf"channel training: no S3 objects found under S3 URL s3://{bucket}/none/"):
-        stage_channels(s3_client, (Channel("training", f"s3://{bucket}/none/"),), tmp_path)
+        stage_channels(bucket_storage(s3_client), (Channel("training", f"s3://{bucket}/none/"),), tmp_path)
     with pytest.raises(JobError, match=r"channel t: cannot download s3://no-such-bucket-x/d: .*NoSuchBucket"):
-        stage_channels(s3_client, (Channel("t", "s3://no-such-bucket-x/d"),), tmp_path)
+        stage_channels(bucket_storage(s3_client), (Channel("t", "s3://no-such-bucket-x/d"),), tmp_path)
 
 
 def test_s3_key_climbing_out_of_the_channel_is_refused(tmp_path: Path) -> None:
-    class Listing:  # S3 allows any key; moto's URL handling would normalize this one away
-        def head_object(self, **_: Any) -> None:
-            raise AssertionError("a prefix ending in / is never an object")
+    class Listing(LocalStorage):  # S3 allows any key; moto's URL handling would normalize this one away
+        def list(self, prefix: str = "", start_after: str | None = None, *, include_tmp: bool = False) -> list[str]:
+            return ["d/ok.csv", "d/../../escape.csv"]
 
-        def get_paginator(self, _: str) -> Any:
-            return self
-
-        def paginate(self, **_: Any) -> list[dict[str, Any]]:
-            return [{"Contents": [{"Key": "d/ok.csv"}, {"Key": "d/../../escape.csv"}]}]
-
-        def download_file(self, bucket: str, key: str, path: str) -> None:
+        def read_to_file(self, key: str, path: str | Path) -> None:
             Path(path).write_text(key)
 
     with pytest.raises(JobError, match=r"channel t: S3 key 'd/../../escape.csv' would be written outside"):
-        stage_channels(Listing(), (Channel("t", "s3://b/d/"),), tmp_path / "data")
+        stage_channels(lambda _bucket: Listing(tmp_path / "unused"), (Channel("t", "s3://b/d/"),), tmp_path / "data")
     assert not (tmp_path / "escape.csv").exists()
 
 
@@ -102,7 +97,7 @@ def test_fetch_source_unpacks_the_sdks_tarball(tmp_path: Path, s3_client: Any, b
     put(s3_client, bucket, "job/source/sourcedir.tar.gz", tarball([
         file_member("train.py"), file_member("lib/util.py", b"X = 1\n"), link_member("lib/alias.py", "util.py")]))
     dest = tmp_path / "job" / "code"
-    fetch_source(s3_client, f"s3://{bucket}/job/source/sourcedir.tar.gz", dest)
+    fetch_source(bucket_storage(s3_client), f"s3://{bucket}/job/source/sourcedir.tar.gz", dest)
     assert (dest / "train.py").read_text() == "print('hi')\n"
     assert (dest / "lib" / "alias.py").read_text() == "X = 1\n"
     assert sorted(p.name for p in dest.parent.iterdir()) == ["code"]  # the download is not left behind
@@ -122,7 +117,7 @@ def test_fetch_source_refuses_members_escaping_the_folder(tmp_path: Path, s3_cli
     put(s3_client, bucket, "evil.tar.gz", tarball([file_member("train.py"), *members]))
     dest = tmp_path / "job" / "code"
     with pytest.raises(JobError) as err:
-        fetch_source(s3_client, f"s3://{bucket}/evil.tar.gz", dest)
+        fetch_source(bucket_storage(s3_client), f"s3://{bucket}/evil.tar.gz", dest)
     assert str(err.value).startswith(f"SourceDir s3://{bucket}/evil.tar.gz: {message}")
     assert str(err.value).endswith("; refused")
     assert not (dest / "train.py").exists()  # checked before anything is written
@@ -132,17 +127,17 @@ def test_fetch_source_refuses_members_escaping_the_folder(tmp_path: Path, s3_cli
 def test_fetch_source_missing_or_bad_archive_is_one_line(tmp_path: Path, s3_client: Any, bucket: str) -> None:
     uri = f"s3://{bucket}/nothing/sourcedir.tar.gz"
     with pytest.raises(JobError) as err:
-        fetch_source(s3_client, uri, tmp_path / "code")
+        fetch_source(bucket_storage(s3_client), uri, tmp_path / "code")
     assert str(err.value) == f"SourceDir {uri}: no such object in S3"
     with pytest.raises(JobError, match=r"SourceDir s3://no-such-bucket-y/s.tar.gz: no such object in S3"):
-        fetch_source(s3_client, "s3://no-such-bucket-y/s.tar.gz", tmp_path / "code")
+        fetch_source(bucket_storage(s3_client), "s3://no-such-bucket-y/s.tar.gz", tmp_path / "code")
     put(s3_client, bucket, "plain.py", b"print('not a tarball')\n")
     with pytest.raises(JobError) as err:
-        fetch_source(s3_client, f"s3://{bucket}/plain.py", tmp_path / "code")
+        fetch_source(bucket_storage(s3_client), f"s3://{bucket}/plain.py", tmp_path / "code")
     assert str(err.value).startswith(f"SourceDir s3://{bucket}/plain.py: not a readable gzipped tar archive")
     put(s3_client, bucket, "cut.tar.gz", tarball([file_member("train.py", os.urandom(100_000))])[:5000])
     with pytest.raises(JobError, match="not a readable gzipped tar archive"):
-        fetch_source(s3_client, f"s3://{bucket}/cut.tar.gz", tmp_path / "code2")
+        fetch_source(bucket_storage(s3_client), f"s3://{bucket}/cut.tar.gz", tmp_path / "code2")
 
 
 def test_publish_folder_tars_contents_at_the_root(tmp_path: Path, s3_client: Any, bucket: str) -> None:
@@ -150,12 +145,13 @@ def test_publish_folder_tars_contents_at_the_root(tmp_path: Path, s3_client: Any
     (model / "sub").mkdir(parents=True)
     (model / "model.pth").write_bytes(b"weights")
     (model / "sub" / "vocab.txt").write_text("a\n")
-    publish_folder(s3_client, model, f"s3://{bucket}/out/j/output/model.tar.gz", tmp_path)
+    publish_folder(model, S3Storage(bucket, "out/j/output", client=s3_client), "model.tar.gz", tmp_path)
     body = s3_client.get_object(Bucket=bucket, Key="out/j/output/model.tar.gz")["Body"].read()
     with tarfile.open(fileobj=io.BytesIO(body), mode="r:gz") as tar:
         assert sorted(tar.getnames()) == ["model.pth", "sub", "sub/vocab.txt"]
         assert tar.extractfile("model.pth").read() == b"weights"  # type: ignore[union-attr]
-    publish_folder(s3_client, tmp_path / "missing", f"s3://{bucket}/out/j/output/output.tar.gz", tmp_path)
+    publish_folder(tmp_path / "missing", S3Storage(bucket, "out/j/output", client=s3_client), "output.tar.gz",
+                   tmp_path)
     body = s3_client.get_object(Bucket=bucket, Key="out/j/output/output.tar.gz")["Body"].read()
     with tarfile.open(fileobj=io.BytesIO(body), mode="r:gz") as tar:
         assert tar.getnames() == []  # SageMaker uploads an empty archive too

@@ -232,6 +232,25 @@ def test_sampler_thread_and_a_stop_deadline(tmp_path: Path) -> None:
         sampler.start()
 
 
+def test_a_slow_sampler_closes_its_file_at_the_periods_end(tmp_path: Path) -> None:
+    """Sampling every 30 s with 1-second files: the one sample's file is closed (and so uploadable)
+    about a second later, not when the next sample comes."""
+    writer = SystemMetricsWriter(tmp_path, close_interval_s=1)
+    sampler = SystemSampler(ListCollector(), writer, 30.0)
+    sampler.start()
+    try:
+        deadline = time.monotonic() + 5
+        while not writer.closed_files and time.monotonic() < deadline:
+            time.sleep(0.02)
+        closed_after = time.time()
+        assert sampler.samples == 1 and len(writer.closed_files) == 1 and writer.open_until is None
+        start = int(writer.closed_files[0].name.split(".")[0])
+        assert start + 1 <= closed_after < start + 1.5  # at its period's end (wall clock), not 30 s later
+        assert not list(tmp_path.rglob("*.tmp"))
+    finally:
+        sampler.stop()
+
+
 def test_make_sampler_on_this_machine(tmp_path: Path, caplog: pytest.LogCaptureFixture) -> None:
     caplog.set_level(logging.INFO)
     sampler = make_sampler(tmp_path / "profiler", 100, close_interval_s=1)
@@ -257,12 +276,13 @@ def test_the_uploader_only_sees_closed_files(tmp_path: Path, s3_client: Any, buc
     file reaches S3, and the S3 reader finds every line and event once everything is closed."""
     from launcher.platform import Uploader, UploadTarget
     from trial.profiler import TraceWriter, now_us
+    from trial.storage import open_storage
 
     local = tmp_path / "profiler"
     prefix = f"s3://{bucket}/out/job/profiler-output"
     sampler = SystemSampler(ListCollector(), SystemMetricsWriter(local, close_interval_s=1), 0.01)
     trace = TraceWriter(local, "0-algo-1", close_interval_s=0.3)
-    uploader = Uploader(s3_client, [UploadTarget(local, prefix)], interval=0.05)
+    uploader = Uploader([UploadTarget(local, open_storage(prefix, client=s3_client))], interval=0.05)
     uploader.start()
     sampler.start()
     deadline = time.monotonic() + 2.5

@@ -92,6 +92,12 @@ class SystemMetricsWriter:
             return self._close_file()
         return None
 
+    @property
+    def open_until(self) -> float | None:
+        """When the open file's period ends (epoch seconds: `close_if_due` closes it from then
+        on); None when no file is open. A sampler slower than the period wakes up for it."""
+        return None if self._file is None else float(self._period_start + self.close_interval_s)
+
     def close(self) -> Path | None:
         return self._close_file() if self._file is not None else None
 

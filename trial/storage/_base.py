@@ -3,9 +3,14 @@ and always use "/"."""
 from __future__ import annotations
 
 from abc import ABC, abstractmethod
+from collections.abc import Iterable
+from pathlib import Path
 
 
 class Storage(ABC):
+    # True where read_range fills a buffer of the reader's own (and honours `aligned_at`)
+    fills_own_buffers = False
+
     @property
     @abstractmethod
     def uri(self) -> str:
@@ -16,9 +21,11 @@ class Storage(ABC):
         """The object's bytes, or `length` bytes from `start` (a ranged read). Raises
         FileNotFoundError when the key does not exist."""
 
-    def read_range(self, key: str, start: int, length: int) -> memoryview:
+    def read_range(self, key: str, start: int, length: int, aligned_at: int | None = None) -> memoryview:
         """A ranged read for decoding in place: writable where the backend can fill a buffer of
-        the reader's own (then values are views into it, no copy), else read-only (copied on decode)."""
+        the reader's own (then values are views into it, no copy), else read-only (copied on
+        decode, into aligned memory). `aligned_at`: a backend filling a buffer of its own places
+        that byte of the range on a 64-byte boundary."""
         return memoryview(self.read(key, start, length))
 
     @abstractmethod
@@ -29,13 +36,39 @@ class Storage(ABC):
     def exists(self, key: str) -> bool: ...
 
     @abstractmethod
-    def list(self, prefix: str = "", start_after: str | None = None) -> list[str]:
+    def list(self, prefix: str = "", start_after: str | None = None, *, include_tmp: bool = False) -> list[str]:
         """Keys under `prefix` (a key prefix, not only a folder), sorted, strictly after
-        `start_after` when given. Temporary `.tmp` files are never listed."""
+        `start_after` when given. Temporary `.tmp` files are listed only with `include_tmp` (a
+        trial's reader never wants them; copying or deleting a whole prefix does)."""
 
     @abstractmethod
     def delete(self, key: str) -> None:
         """Remove the object; a missing key is not an error."""
+
+    # What the platform needs besides a trial's reads and writes (uploads from disk, downloads to
+    # disk, clearing a prefix, creating the bucket). The defaults work through the methods above;
+    # S3Storage does each in fewer or streaming requests.
+
+    def write_file(self, key: str, path: str | Path) -> None:
+        """Store the file at `path` as `key` (whole, like `write`)."""
+        self.write(key, Path(path).read_bytes())
+
+    def read_to_file(self, key: str, path: str | Path) -> None:
+        """Copy `key` into the file `path` (its folder must exist); FileNotFoundError when missing."""
+        Path(path).write_bytes(self.read(key))
+
+    def delete_many(self, keys: Iterable[str]) -> None:
+        """Remove every key; missing ones are not an error."""
+        for key in keys:
+            self.delete(key)
+
+    def any_key(self, prefix: str = "") -> bool:
+        """Whether some key (`.tmp` included) starts with `prefix`."""
+        return bool(self.list(prefix, include_tmp=True))
+
+    def ensure_root(self) -> None:  # noqa: B027 - optional: only backends with a container to create override it
+        """Make the storage's container exist (an S3 bucket). A local folder needs nothing: writes
+        create their folders."""
 
     def __repr__(self) -> str:
         return f"{type(self).__name__}({self.uri!r})"

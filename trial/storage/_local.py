@@ -2,6 +2,7 @@
 from __future__ import annotations
 
 import os
+import weakref
 from pathlib import Path
 from typing import Any
 
@@ -9,21 +10,33 @@ import numpy as np
 
 from trial.errors import StorageError
 from trial.storage._base import Storage
+from trial.storage._handles import SHARED, FileHandles, new_owner
+
+_ALIGNMENT = 64  # numpy aligns its own allocations to 16 (64 with huge pages); cache lines are 64
 
 
 class LocalStorage(Storage):
-    def __init__(self, root: str | Path) -> None:
+    """`handles`: the descriptors ranged reads go through (default: the process's shared set)."""
+
+    fills_own_buffers = True
+
+    def __init__(self, root: str | Path, handles: FileHandles | None = None) -> None:
         self.root = Path(root)
+        self._root_str = str(self.root)
+        self._handles = SHARED if handles is None else handles
+        self._owner = new_owner()
+        # this storage's descriptors go back when it is collected (a Trial in a cycle: by the GC)
+        weakref.finalize(self, self._handles.owner_gone, self._owner)
 
     @property
     def uri(self) -> str:
-        return str(self.root)
+        return self._root_str
 
     def _path(self, key: str) -> Path:
         return self.root / key
 
     def read(self, key: str, start: int | None = None, length: int | None = None) -> bytes:
-        path = self._path(key)
+        path = self._root_str + "/" + key  # not Path: opening a trial reads every index file
         try:
             with open(path, "rb") as f:
                 if start:
@@ -34,20 +47,31 @@ class LocalStorage(Storage):
         except OSError as e:
             raise StorageError(f"cannot read {path}: {e}") from e
 
-    def read_range(self, key: str, start: int, length: int) -> memoryview:
+    def read_range(self, key: str, start: int, length: int, aligned_at: int | None = None) -> memoryview:
         """Fills a buffer of our own (np.empty: no zero-fill pass over memory about to be
-        overwritten); a short file gives a shorter view, which the caller reports."""
-        path = self._path(key)
-        buf: Any = np.empty(length, dtype=np.uint8)
+        overwritten) through a descriptor kept open for the next read of the same file (see
+        _handles.py); a short file gives a shorter view, which the caller reports."""
+        buf: Any
+        if aligned_at is None:
+            buf = np.empty(length, dtype=np.uint8)
+        else:
+            raw = np.empty(length + _ALIGNMENT, dtype=np.uint8)
+            shift = -(raw.__array_interface__["data"][0] + aligned_at) % _ALIGNMENT
+            buf = raw[shift: shift + length]
+        path = self._root_str + "/" + key  # keys use "/"; cheaper than os.path.join
         try:
-            with open(path, "rb") as f:
-                f.seek(start)
-                got = f.readinto(buf)
+            got = self._handles.read_into(self._owner, path, buf, length, start)
         except FileNotFoundError:
             raise
         except OSError as e:
             raise StorageError(f"cannot read {path}: {e}") from e
-        return memoryview(buf)[:got]
+        view = memoryview(buf)
+        return view if got == length else view[:got]
+
+    def close(self) -> None:
+        """Close the descriptors kept open for reading files of this trial (optional: they are
+        bounded per process, and closed when the storage is collected)."""
+        self._handles.forget_owner(self._owner, self._root_str)
 
     def write(self, key: str, data: bytes) -> None:
         path = self._path(key)
@@ -59,11 +83,12 @@ class LocalStorage(Storage):
             os.replace(tmp, path)
         except OSError as e:
             raise StorageError(f"cannot write {path}: {e}") from e
+        self._handles.forget(self._root_str + "/" + key)  # a kept descriptor reads the old file
 
     def exists(self, key: str) -> bool:
         return self._path(key).is_file()
 
-    def list(self, prefix: str = "", start_after: str | None = None) -> list[str]:
+    def list(self, prefix: str = "", start_after: str | None = None, *, include_tmp: bool = False) -> list[str]:
         # Walk only the folders that can hold keys with this prefix.
         folder, _, _ = prefix.rpartition("/")
         base = self.root / folder if folder else self.root
@@ -79,7 +104,7 @@ class LocalStorage(Storage):
                 continue
             _dirs.sort()
             for name in files:
-                if name.endswith(".tmp"):
+                if name.endswith(".tmp") and not include_tmp:
                     continue
                 key = f"{rel_dir}/{name}" if rel_dir else name
                 if key.startswith(prefix) and (start_after is None or key > start_after):
@@ -94,6 +119,7 @@ class LocalStorage(Storage):
             pass
         except OSError as e:
             raise StorageError(f"cannot delete {key}: {e}") from e
+        self._handles.forget(self._root_str + "/" + key)
 
 
 def _may_hold_after(rel_dir: str, start_after: str) -> bool:

@@ -1,6 +1,11 @@
 """A trial under an S3 prefix (any S3 endpoint: AWS, moto, MinIO, LocalStack)."""
 from __future__ import annotations
 
+import builtins
+import contextlib
+import os
+from collections.abc import Iterable
+from pathlib import Path
 from typing import Any
 
 from trial.errors import StorageError
@@ -11,6 +16,12 @@ def _is_missing(err: Exception) -> bool:
     response = getattr(err, "response", None) or {}
     code = str(response.get("Error", {}).get("Code", ""))
     return code in ("NoSuchKey", "404", "NotFound", "NoSuchBucket")
+
+
+# Below this size a file goes up in one PUT: s3transfer's managed upload (its default multipart
+# threshold is the same 8 MiB) costs a thread pool per call, several times a small PUT on moto.
+SINGLE_PUT_BYTES = 8 * 1024 * 1024
+DELETE_BATCH = 1000  # DeleteObjects takes at most 1000 keys
 
 
 class S3Storage(Storage):
@@ -75,7 +86,7 @@ class S3Storage(Storage):
             raise StorageError(f"cannot stat {self.uri}/{key}: {e}") from e
         return True
 
-    def list(self, prefix: str = "", start_after: str | None = None) -> list[str]:
+    def list(self, prefix: str = "", start_after: str | None = None, *, include_tmp: bool = False) -> list[str]:
         full_prefix = self._key(prefix) if prefix else (f"{self.prefix}/" if self.prefix else "")
         kwargs: dict[str, Any] = {"Bucket": self.bucket, "Prefix": full_prefix}
         if start_after is not None:
@@ -87,7 +98,7 @@ class S3Storage(Storage):
                 resp = self.client.list_objects_v2(**kwargs)
                 for obj in resp.get("Contents", ()):
                     key = obj["Key"][cut:]
-                    if not key.endswith(".tmp"):
+                    if include_tmp or not key.endswith(".tmp"):
                         keys.append(key)
                 if not resp.get("IsTruncated"):
                     break
@@ -103,3 +114,71 @@ class S3Storage(Storage):
         except Exception as e:
             if not _is_missing(e):
                 raise StorageError(f"cannot delete {self.uri}/{key}: {e}") from e
+
+    def write_file(self, key: str, path: str | Path) -> None:
+        try:
+            if os.path.getsize(path) < SINGLE_PUT_BYTES:
+                with open(path, "rb") as body:
+                    self.client.put_object(Bucket=self.bucket, Key=self._key(key), Body=body)
+            else:  # multipart, streamed from disk
+                self.client.upload_file(str(path), self.bucket, self._key(key))
+        except FileNotFoundError:
+            raise
+        except Exception as e:
+            raise StorageError(f"cannot write {self.uri}/{key} from {path}: {e}") from e
+
+    def read_to_file(self, key: str, path: str | Path) -> None:
+        try:
+            self.client.download_file(self.bucket, self._key(key), str(path))  # ranged GETs for large objects
+        except Exception as e:
+            if _is_missing(e):
+                raise FileNotFoundError(f"{self.uri}/{key}") from e
+            raise StorageError(f"cannot read {self.uri}/{key} into {path}: {e}") from e
+
+    def delete_many(self, keys: Iterable[str]) -> None:
+        batch: builtins.list[str] = []
+        for key in keys:
+            batch.append(key)
+            if len(batch) == DELETE_BATCH:
+                self._delete_batch(batch)
+                batch = []
+        if batch:
+            self._delete_batch(batch)
+
+    def _delete_batch(self, keys: builtins.list[str]) -> None:
+        try:
+            resp = self.client.delete_objects(
+                Bucket=self.bucket, Delete={"Objects": [{"Key": self._key(k)} for k in keys], "Quiet": True})
+        except Exception as e:
+            raise StorageError(f"cannot delete {len(keys)} key(s) under {self.uri}: {e}") from e
+        errors = [e for e in resp.get("Errors", ()) if e.get("Code") != "NoSuchKey"]
+        if errors:
+            first = errors[0]
+            raise StorageError(f"cannot delete {len(errors)} key(s) under {self.uri}, e.g. "
+                               f"{first.get('Key')}: {first.get('Code')} {first.get('Message', '')}".rstrip())
+
+    def any_key(self, prefix: str = "") -> bool:
+        full_prefix = self._key(prefix) if prefix else (f"{self.prefix}/" if self.prefix else "")
+        try:
+            resp = self.client.list_objects_v2(Bucket=self.bucket, Prefix=full_prefix, MaxKeys=1)
+        except Exception as e:
+            raise StorageError(f"cannot list {self.uri}/{prefix}: {e}") from e
+        return bool(resp.get("Contents"))
+
+    def ensure_root(self) -> None:
+        """Create the bucket unless it exists (embedded or custom endpoints: the caller decides)."""
+        try:
+            self.client.head_bucket(Bucket=self.bucket)
+            return
+        except Exception as e:
+            if not _is_missing(e):
+                raise StorageError(f"cannot reach bucket {self.bucket}: {e}") from e
+        region = getattr(getattr(self.client, "meta", None), "region_name", None)
+        kwargs: dict[str, Any] = {"Bucket": self.bucket}
+        if region and region != "us-east-1":  # us-east-1 refuses a LocationConstraint naming itself
+            kwargs["CreateBucketConfiguration"] = {"LocationConstraint": region}
+        try:
+            with contextlib.suppress(self.client.exceptions.BucketAlreadyOwnedByYou):
+                self.client.create_bucket(**kwargs)
+        except Exception as e:
+            raise StorageError(f"cannot create bucket {self.bucket}: {e}") from e

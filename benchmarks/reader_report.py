@@ -1,0 +1,166 @@
+"""The reader benchmark's runs turned into medians, ratios, throughputs, verdicts and markdown."""
+
+from __future__ import annotations
+
+import math
+import statistics
+from collections.abc import Mapping, Sequence
+from typing import Any
+
+SMALL_RATIO_TARGET = 10.0  # smdebug's reading time / ours, many small tensors
+LARGE_GBPS_TARGET = 1.0  # ours, large tensors, GB/s (10^9 bytes of values per second)
+CHECKSUM_REL_TOL = 1e-9
+NOISY_SPREAD = 0.25  # (max - min) / median of one reader's runs on one trial beyond this: say so
+READERS = ("ours", "ours-baseline", "smdebug")
+
+Record = Mapping[str, Any]
+
+
+def check_same_values(runs: Sequence[Record]) -> str | None:
+    """None when, trial by trial, every run read the same values (count, elements, checksum)."""
+    first: dict[tuple[str, str], Record] = {}
+    for run in runs:
+        key = (run["workload"], run["writer"])
+        ref = first.setdefault(key, run)
+        where = f"{run['workload']} trial written by {run['writer']}"
+        if (run["values"], run["elements"]) != (ref["values"], ref["elements"]):
+            return (f"{where}: {run['variant']} read {run['values']} values / {run['elements']} elements,"
+                    f" {ref['variant']} {ref['values']} / {ref['elements']}")
+        if not math.isclose(run["checksum"], ref["checksum"], rel_tol=CHECKSUM_REL_TOL, abs_tol=1e-6):
+            return f"{where}: checksums differ: {run['variant']} {run['checksum']!r}, {ref['variant']} {ref['checksum']!r}"
+    return None
+
+
+def _ratio(theirs: float | None, ours: float | None) -> float | None:
+    return theirs / ours if theirs is not None and ours else None
+
+
+def summarize(runs: Sequence[Record]) -> list[dict[str, Any]]:
+    """One row per trial (workload, writer): per reader the median and fastest reading time, its
+    CPU time, what it slept (taken out), GB/s; then smdebug's time / ours and the verdict."""
+    rows = []
+    for key in dict.fromkeys((r["workload"], r["writer"]) for r in runs):
+        workload, writer = key
+        chosen = [r for r in runs if (r["workload"], r["writer"]) == key]
+        row: dict[str, Any] = {"workload": workload, "writer": writer, "values": chosen[0]["values"],
+                               "bytes": chosen[0]["bytes"], "rounds": max(r["round"] for r in chosen) + 1}
+        for reader in READERS:
+            mine = [r for r in chosen if r["variant"] == reader]
+            if not mine:
+                continue
+            median_s = statistics.median(r["read_s"] for r in mine)
+            min_s = min(r["read_s"] for r in mine)
+            max_s = max(r["read_s"] for r in mine)
+            row[reader] = {
+                "spread": (max_s - min_s) / median_s if median_s > 0 else None,
+                "median_s": median_s,
+                "min_s": min_s,
+                "cpu_s": statistics.median(r["cpu_s"] for r in mine),
+                "open_s": statistics.median(r["open_s"] for r in mine),
+                "slept_s": statistics.median(r["slept_s"] for r in mine),
+                "as_shipped_s": statistics.median(r["total_s"] for r in mine),
+                "gbps_median": row["bytes"] / median_s / 1e9 if median_s > 0 else None,
+                "gbps_best": row["bytes"] / min_s / 1e9 if min_s > 0 else None,
+            }
+        ours, theirs = row.get("ours"), row.get("smdebug")
+        if ours and theirs:
+            # per round, the two readers ran back to back: their ratio is less exposed to the
+            # machine's load changing between rounds than the ratio of the two medians
+            paired = [_ratio(t["read_s"], o["read_s"]) for o in chosen if o["variant"] == "ours"
+                      for t in chosen if t["variant"] == "smdebug" and t["round"] == o["round"]]
+            row["ratio_paired"] = statistics.median(r for r in paired if r is not None) if paired else None
+            row["ratio_median"] = _ratio(theirs["median_s"], ours["median_s"])
+            row["ratio_min"] = _ratio(theirs["min_s"], ours["min_s"])
+            row["ratio_cpu"] = _ratio(theirs["cpu_s"], ours["cpu_s"])
+            row["ratio_as_shipped"] = _ratio(theirs["as_shipped_s"], ours["as_shipped_s"])
+        if ours and row.get("ours-baseline"):
+            row["speedup_vs_baseline"] = _ratio(row["ours-baseline"]["median_s"], ours["median_s"])
+        row["verdict"] = _verdict(row)
+        rows.append(row)
+    return rows
+
+
+def _verdict(row: Mapping[str, Any]) -> str:
+    if row["workload"] == "small":
+        ratio = row.get("ratio_paired")
+        return "n/a" if ratio is None else ("PASS" if ratio >= SMALL_RATIO_TARGET else "FAIL")
+    gbps = row["ours"]["gbps_median"] if row.get("ours") else None
+    return "n/a" if gbps is None else ("PASS" if gbps >= LARGE_GBPS_TARGET else "FAIL")
+
+
+def _s(value: float | None) -> str:
+    return "n/a" if value is None else f"{value:.3f}"
+
+
+def _x(value: float | None) -> str:
+    return "n/a" if value is None else f"{value:.1f}×"
+
+
+def _gb(value: float | None) -> str:
+    return "n/a" if value is None else f"{value:.2f}"
+
+
+def _cell(row: Mapping[str, Any], reader: str, key: str, fmt: Any) -> str:
+    return fmt(row[reader][key]) if row.get(reader) else "n/a"
+
+
+def markdown(results: Mapping[str, Any]) -> str:
+    s, machine, rows = results["settings"], results["machine"], results["summary"]
+    has_baseline = any(r.get("ours-baseline") for r in rows)
+    lines = [
+        f"Reader benchmark ({s['mode']} mode, {machine['cpus']} CPUs, trials on {machine['work_dir_kind']}):"
+        f" every value of every tensor at every step, each reader in a fresh process, {s['rounds']} round(s)"
+        " (median / fastest). Timed: create_trial + tensor_names + every value; not timed: the"
+        " interpreter's start, imports, and smdebug's sleep of SMDEBUG_TRAINING_END_DELAY_REFRESH (1 s)"
+        " once it sees the end-of-training marker (each `time.sleep` is timed and taken out; the"
+        " 'as shipped' column keeps it). Same values and checksum for every reader of a trial: yes.",
+        "",
+        "Many small tensors (target: smdebug's time ≥ 10× ours; the verdict uses the paired ratio, the"
+        " median over rounds of smdebug's time ÷ ours in the same round):",
+        "",
+        "| trial written by | values | ours s (median / fastest) | "
+        + ("ours before s | " if has_baseline else "")
+        + "smdebug s (median / fastest) | smdebug ÷ ours: paired / medians / fastest | CPU | as shipped | ≥10× |",
+        "|---|---|---|" + ("---|" if has_baseline else "") + "---|---|---|---|---|",
+    ]
+    for row in (r for r in rows if r["workload"] == "small"):
+        lines.append(
+            f"| {row['writer']} | {row['values']} | {_cell(row, 'ours', 'median_s', _s)} / {_cell(row, 'ours', 'min_s', _s)}"
+            + (f" | {_cell(row, 'ours-baseline', 'median_s', _s)}" if has_baseline else "")
+            + f" | {_cell(row, 'smdebug', 'median_s', _s)} / {_cell(row, 'smdebug', 'min_s', _s)}"
+            f" | {_x(row.get('ratio_paired'))} / {_x(row.get('ratio_median'))} / {_x(row.get('ratio_min'))}"
+            f" | {_x(row.get('ratio_cpu'))}"
+            f" | {_x(row.get('ratio_as_shipped'))} | {row['verdict']} |"
+        )
+    large = [r for r in rows if r["workload"] == "large"]
+    if large:
+        mib = s["large_rows"] * s["large_cols"] * 4 / (1 << 20)
+        lines += [
+            "",
+            f"Large tensors ({mib:.0f} MiB float32 each, {s['large_steps']} per trial; GB/s = 10⁹ bytes of values"
+            " per second of reading; target: ours ≥ 1 GB/s):",
+            "",
+            "| trial written by | ours GB/s (median / best) | "
+            + ("ours before GB/s | " if has_baseline else "")
+            + "smdebug GB/s (median / best) | smdebug ÷ ours time | ≥1 GB/s |",
+            "|---|---|" + ("---|" if has_baseline else "") + "---|---|---|",
+        ]
+        for row in large:
+            lines.append(
+                f"| {row['writer']} | {_cell(row, 'ours', 'gbps_median', _gb)} / {_cell(row, 'ours', 'gbps_best', _gb)}"
+                + (f" | {_cell(row, 'ours-baseline', 'gbps_median', _gb)}" if has_baseline else "")
+                + f" | {_cell(row, 'smdebug', 'gbps_median', _gb)} / {_cell(row, 'smdebug', 'gbps_best', _gb)}"
+                f" | {_x(row.get('ratio_median'))} | {row['verdict']} |"
+            )
+    spreads = [r[reader]["spread"] for r in rows for reader in READERS if r.get(reader) and r[reader]["spread"]]
+    if spreads and max(spreads) > NOISY_SPREAD:
+        load = machine.get("loadavg_end") or machine.get("loadavg_start") or ()
+        lines += ["", f"**Noisy machine**: runs of one reader on one trial differ by up to {100 * max(spreads):.0f}%"
+                  f" of their median (load average {', '.join(f'{x:.1f}' for x in load)}); the paired ratios"
+                  " and the fastest runs are the better guide."]
+    slept = [r["smdebug"]["slept_s"] for r in rows if r.get("smdebug")]
+    if slept:
+        lines += ["", f"smdebug slept {min(slept):.2f}–{max(slept):.2f} s per read (median per trial), not counted above."]
+    if has_baseline:
+        lines += ["", f"'ours before': the reader of {machine['baseline_root']}."]
+    return "\n".join(lines) + "\n"

@@ -1,0 +1,383 @@
+"""One job run, from claiming its name to its rules' final statuses: `JobLifecycle`.
+
+It owns every part a job starts and their cleanup, in one place:
+
+    claim     the job name is free (job folder, S3 outputs); buckets of a local endpoint exist
+    stage     an s3:// source tarball unpacked, the channels under input/data (launcher/_staging.py)
+    configure local custom rule files uploaded, input/config/*.json and job.json written
+    start     uploader, one evaluator per rule configuration (Debugger rules, then the profiler
+              rules the evaluator can run), training, system sampler (ProfilerConfig, not disabled)
+    wait      for the training, with its deadline (RunOptions.max_runtime_s), a stop (Ctrl-C,
+              SIGTERM, `sdlocal stop`) or a rule's StopTraining request; evaluators that die
+              meanwhile get Error at once (`Evaluators.settle`)
+    end       ALWAYS, whatever happened: training stopped if it runs, sampler stopped (its last
+              file closed), evaluators stopped when the job was stopped (before the end marker,
+              which they would read as the end), final upload, then the end markers
+              (debug-output, and profiler-output's system/ and framework/)
+    publish   model and output data (or the FailureReason), job.json updated
+    rules     wait for the evaluators (RunOptions.rule_timeout_s); Error for those without a status
+    close     ALWAYS: evaluators still running stopped with a status, the runtime closed
+
+Every wait goes through launcher/_wait.py with a deadline; S3 is reached through trial's Storage
+over one injected client (`self.storage(uri)`).
+"""
+from __future__ import annotations
+
+import threading
+import time
+from collections.abc import Callable
+from dataclasses import replace
+from pathlib import Path
+from typing import Any
+
+from evaluator.actions import StopRequest
+from launcher._artifacts import failure_reason, publish_folder, write_success
+from launcher._evaluators import Evaluators, profiler_rule_runs
+from launcher._job_types import DEFAULT_OPTIONS, JobResult, RunOptions
+from launcher._prepare import claim_job_name, stage_inputs
+from launcher._wait import Deadline, wait_for
+from launcher.actions import StopRequestWatcher
+from launcher.platform import JobDir, Uploader, UploadTarget, update_record, write_configs, write_end_marker
+from launcher.runtime import DataInput, Handle, RuleLaunch, Runtime, TrainingLaunch
+from launcher.s3 import S3Endpoint
+from launcher.spec import JobSpec, RuleSpec
+from launcher.summary import RuleRef, rule_job_summary
+from launcher.sysmetrics import LIVE_CLOSE_INTERVAL_S, CollectorUnavailable, SystemSampler, make_sampler
+from trial.errors import StorageError
+from trial.storage import S3Storage, Storage, open_storage
+
+
+def _one_line(e: BaseException) -> str:
+    return " ".join(str(e).split()) or type(e).__name__
+
+
+def run_all(*steps: Callable[[], object]) -> None:
+    """Run every step even when one fails; then raise the first failure."""
+    first: BaseException | None = None
+    for step in steps:
+        try:
+            step()
+        except BaseException as e:  # noqa: BLE001 - cleanup goes on; the first error is raised below
+            first = first or e
+    if first is not None:
+        raise first
+
+
+class JobLifecycle:
+    def __init__(
+        self,
+        spec: JobSpec,
+        *,
+        job_dir: JobDir,
+        endpoint: S3Endpoint,
+        runtime: Runtime,
+        options: RunOptions = DEFAULT_OPTIONS,
+        echo: Callable[[str], None] = print,
+        stop: threading.Event | None = None,
+        client: Any = None,
+        clock: Callable[[], float] = time.monotonic,
+        runs_profiler_rule: Callable[[RuleSpec], bool] = profiler_rule_runs,
+        sampler_factory: Callable[..., SystemSampler] = make_sampler,
+    ) -> None:
+        self.spec = spec
+        self.job_dir = job_dir
+        self.endpoint = endpoint
+        self.runtime = runtime
+        self.options = options
+        self.echo = echo
+        self.stop = stop or threading.Event()
+        self.client = client or endpoint.client()
+        self.clock = clock
+        self.sampler_factory = sampler_factory
+        self._runnable = {r.name for r in spec.profiler_rules if runs_profiler_rule(r)}
+        self.profiler_rules: tuple[RuleSpec, ...] = ()  # those with an evaluator (set by configure)
+        self.evaluators = Evaluators(runtime, spec.job_name, self.storage, stop_grace_s=options.stop_grace_s)
+        self.uploader: Uploader | None = None
+        self.sampler: SystemSampler | None = None
+        self.training: Handle | None = None
+        self.upload_errors: list[Exception] = []
+        # how the training ended
+        self.exit_code: int | None = None
+        self.stopped_by: StopRequest | None = None  # a rule's StopTraining action
+        self.max_runtime_exceeded = False
+        self.training_ended = False  # an outcome is known (else: an error cut the run short)
+        self.uploaded_all = False
+        self._next_check = clock()  # of the evaluators (RunOptions.settle_interval_s)
+        self._failed_looks: list[str] = []
+
+    # -- S3 through trial's storage ----------------------------------------------------------------
+    def storage(self, uri: str) -> Storage:
+        return open_storage(uri, client=self.client)
+
+    def bucket(self, name: str) -> Storage:
+        return S3Storage(name, "", client=self.client)
+
+    @property
+    def profiling(self) -> bool:
+        """System metrics are sampled (a ProfilerConfig without DisableProfiler)."""
+        return self.spec.profiler is not None and self.spec.profiler.sampled
+
+    @property
+    def profiler_output_used(self) -> bool:
+        return self.profiling or bool(self.profiler_rules)
+
+    # -- the run -----------------------------------------------------------------------------------
+    def run(self) -> JobResult:
+        self.echo(self.endpoint.describe())
+        claim_job_name(self.spec, self.job_dir, self.bucket, ensure_buckets=self.endpoint.source != "aws",
+                       overwrite=self.options.overwrite)
+        self.spec, data_inputs = stage_inputs(self.spec, self.job_dir, self.bucket, self.stop, self.echo)
+        self.configure()
+        try:
+            try:
+                self.start(data_inputs)
+                self.wait_training()
+            finally:
+                self.end_training()
+            result = JobResult(self.spec.job_name, self.exit_code, self.stop.is_set(), [], self.stopped_by,
+                               max_runtime_exceeded=self.max_runtime_exceeded)
+            reason, artifacts = self.publish(result)
+            if not self.stop.is_set():
+                self.wait_rules()
+        except BaseException as e:
+            self.close(failure=e)
+            raise
+        self.close()
+        if self.upload_errors:
+            self.echo(f"Warning: {len(self.upload_errors)} upload attempt(s) failed; last: {self.upload_errors[-1]}")
+        return replace(result, statuses=self.statuses(), failure_reason=reason, model_artifacts=artifacts)
+
+    def configure(self) -> None:
+        def upload(path: Path, uri: str) -> None:
+            bucket, _, key = uri[len("s3://"):].partition("/")
+            self.bucket(bucket).write_file(key, path)
+
+        self.spec = self.spec.with_uploaded_rule_code(upload)
+        self.profiler_rules = tuple(r for r in self.spec.profiler_rules if r.name in self._runnable)
+        unevaluated = [r.name for r in self.spec.profiler_rules if r.name not in self._runnable]
+        write_configs(self.spec, self.job_dir, self.endpoint.url, unevaluated=unevaluated)
+        if unevaluated:
+            self.echo(f"Profiler rules are not evaluated yet: {', '.join(unevaluated)}")
+
+    def start(self, data_inputs: tuple[DataInput, ...]) -> None:
+        spec = self.spec
+        targets = [UploadTarget(self.job_dir.tensors, self.storage(spec.debug_output))]
+        if spec.tensorboard is not None:
+            targets.append(UploadTarget(self.job_dir.tensorboard, self.storage(spec.tensorboard.tensorboard_output)))
+        if self.profiling:
+            targets.append(UploadTarget(self.job_dir.profiler, self.storage(spec.profiler_output)))
+        self.uploader = Uploader(targets, interval=self.options.upload_interval_s, on_error=self.upload_errors.append)
+        self.uploader.start()
+        env = tuple(sorted(self.endpoint.child_env().items()))
+        for rule in spec.debug_rules + self.profiler_rules:
+            self.evaluators.start(rule, self._rule_launch(rule, env))
+        self.training = self.runtime.start_training(self._training_launch(env, data_inputs))
+        self.echo(f"Training job {spec.job_name} started ({len(self.evaluators)} rule evaluator(s)); "
+                  f"logs in {self.job_dir.logs}")
+        if self.profiling:
+            self._start_sampler(self.training)
+
+    def _start_sampler(self, training: Handle) -> None:
+        assert self.spec.profiler is not None
+        interval_ms = self.spec.profiler.interval_ms
+        pid = training.container_pid()
+        if training.in_container and pid is None:
+            self.echo("System metrics: not sampled (the training container is not running)")
+            return
+        try:
+            # a container gets no GPU from the docker runtime: none of the host's GPUs is its own
+            self.sampler = self.sampler_factory(self.job_dir.profiler, interval_ms, container_pid=pid,
+                                                gpu_indices=() if training.in_container else None,
+                                                close_interval_s=LIVE_CLOSE_INTERVAL_S)
+        except CollectorUnavailable as e:
+            self.echo(f"System metrics: not sampled ({_one_line(e)})")
+            return
+        self.sampler.start()
+        what = "the training container" if training.in_container else "this host"
+        self.echo(f"System metrics of {what} every {interval_ms} ms: {self.spec.profiler_output}/system/")
+
+    def wait_training(self) -> None:
+        spec, training, options = self.spec, self.training, self.options
+        assert training is not None
+        watcher = StopRequestWatcher(spec.job_name, {r.name: self.storage(r.output) for r in spec.debug_rules},
+                                     interval=options.action_poll_interval_s, clock=self.clock,
+                                     on_ignored=lambda r: self.echo(_ignored_stop(r, spec.job_name)))
+        def ended() -> tuple[str, Any] | None:
+            code = training.poll()
+            if code is not None:
+                return "exited", code
+            request = self._look(watcher.poll)
+            if request is not None:
+                return "rule", request
+            self._check_evaluators()
+            return None
+
+        waited = wait_for(ended, Deadline.after(options.max_runtime_s, self.clock), interval=0.2,
+                          pause=training.wait, stop=self.stop)
+        if waited.stopped:
+            self.echo("Stopping the training job ...")
+            training.stop(options.stop_grace_s)
+        elif waited.timed_out:
+            self.echo(f"Training job {spec.job_name} ran past its maximum runtime ({options.max_runtime_s:g} s): "
+                      "stopping it; the rules finish their evaluation")
+            self.exit_code = training.stop(options.stop_grace_s)
+            self.max_runtime_exceeded = True
+        elif waited.value is not None and waited.value[0] == "rule":
+            self.stopped_by = request = waited.value[1]
+            at = f" at step {request.step}" if request.step is not None else ""
+            self.echo(f"Rule {request.rule_configuration_name} fired{at}: StopTraining action, "
+                      "stopping the training job ...")
+            self.exit_code = training.stop(options.stop_grace_s)
+            self.echo(f"Training job {spec.job_name} Stopped by rule {request.rule_configuration_name}; "
+                      "the rules finish their evaluation")
+        elif waited.value is not None:
+            self.exit_code = waited.value[1]
+            code = self.exit_code
+            self.echo(f"Training {'completed' if code == 0 else f'failed (exit code {code})'}")
+        self.training_ended = True
+
+    def _look(self, look: Callable[[], Any]) -> Any:
+        """A look at S3 during a wait (stop requests, evaluators' statuses) that fails is tried
+        again at the next tick: said once, never fatal (what must not fail raises elsewhere)."""
+        try:
+            return look()
+        except StorageError as e:
+            if not self._failed_looks:
+                self.echo(f"Warning: S3 did not answer a check ({_one_line(e)}); trying again")
+            self._failed_looks.append(_one_line(e))
+            return None
+
+    def _check_evaluators(self) -> None:
+        """Evaluators that died without a status read Error at once (every settle_interval_s), while
+        training runs and while the rules finish."""
+        if self.clock() < self._next_check:
+            return
+        self._next_check = self.clock() + self.options.settle_interval_s
+        for e in self._look(self.evaluators.settle) or ():
+            self.echo(f"Rule {e.rule.name}: its evaluator exited (code {e.handle.poll()}) without a "
+                      "status: Error (see `sdlocal logs --rule`)")
+
+    def end_training(self) -> None:
+        """Whatever happened: stop what runs, upload what exists, mark the end."""
+        def stop_training() -> None:
+            if self.training is not None and self.training.poll() is None:
+                self.training.stop(self.options.stop_grace_s)
+
+        def stop_sampler() -> None:
+            if self.sampler is not None:
+                self.sampler.stop()  # closes its last file: the final upload takes it
+
+        def stop_rules_of_stopped_job() -> None:
+            # BEFORE the end marker: a stopped job's evaluators must not read it as the end
+            if self.stop.is_set() or self.training is None or not self.training_ended:
+                self.evaluators.stop("Stopped", "Stopped: the training job was stopped")
+
+        def final_upload() -> None:
+            if self.uploader is not None:
+                self.uploader.finish()
+            self.uploaded_all = True
+
+        def end_markers() -> None:
+            if not self.uploaded_all:  # the data is incomplete: no marker says it is all there
+                return
+            write_end_marker(self.storage(self.spec.debug_output))
+            if self.profiler_output_used:
+                profiler = self.storage(self.spec.profiler_output)
+                write_end_marker(profiler, "system")
+                write_end_marker(profiler, "framework")
+
+        run_all(stop_training, stop_sampler, stop_rules_of_stopped_job, final_upload, end_markers)
+
+    def publish(self, result: JobResult) -> tuple[str | None, str | None]:
+        """(FailureReason, model artifacts URI): a failed training gets the first, a completed or
+        stopped one has /opt/ml/model and /opt/ml/output/data published (SageMaker uploads them on
+        stop too)."""
+        spec, job_dir, training = self.spec, self.job_dir, self.training
+        reason = artifacts = None
+        if result.training_failed and not result.stopped:
+            env = spec.training_environment()
+            reason = failure_reason(job_dir.failure_file, result.training_exit_code, spec.entry_point,
+                                    env.user_args(), training.last_log_lines(40) if training else [])
+        elif training is not None:
+            if result.training_exit_code == 0:
+                write_success(job_dir.root / "output")
+            try:
+                output = self.storage(spec.model_output)
+                publish_folder(job_dir.model, output, "model.tar.gz", job_dir.root)
+                publish_folder(job_dir.output_data, output, "output.tar.gz", job_dir.root)
+                artifacts = spec.model_artifacts
+                self.echo(f"Model artifacts: {artifacts}")
+            except Exception as e:  # noqa: BLE001 - the rules still need their wait; say it and go on
+                self.echo(f"Warning: could not publish the model artifacts to {spec.model_artifacts}: {_one_line(e)}")
+        update_record(job_dir, TrainingJobStatus=result.training_status, FailureReason=reason,
+                      ModelArtifacts={"S3ModelArtifacts": artifacts} if artifacts else None)
+        return reason, artifacts
+
+    def wait_rules(self) -> None:
+        timeout = self.options.rule_timeout_s
+
+        def all_exited() -> bool:
+            self._check_evaluators()
+            return not self.evaluators.running()
+
+        waited = wait_for(all_exited, Deadline.after(timeout, self.clock), interval=0.2,
+                          pause=self.evaluators.pause, stop=self.stop)
+        if waited.stopped:
+            self.evaluators.stop("Stopped", "Stopped: the job was stopped")
+        elif waited.timed_out:
+            self.evaluators.stop("Error", f"ClientError: the evaluator did not finish within {timeout:g}s "
+                                          "after training ended")
+        self.evaluators.settle()
+
+    def close(self, failure: BaseException | None = None) -> None:
+        """Stop the evaluators still running (a stop during publishing, an error), close the runtime."""
+        def stop_evaluators() -> None:
+            if not self.evaluators.unfinished():
+                return
+            if failure is None:
+                self.evaluators.stop("Stopped", "Stopped: the job was stopped")
+            else:
+                self.evaluators.stop("Error", f"ClientError: the launcher failed: {_one_line(failure)}")
+
+        try:
+            run_all(stop_evaluators, self.runtime.close)
+        except Exception as e:  # noqa: BLE001
+            if failure is None:
+                raise
+            self.echo(f"Warning: cleaning up after the error failed too: {_one_line(e)}")
+
+    def statuses(self) -> list[dict[str, Any]]:
+        started = {r.name for r in self.profiler_rules}
+        refs = [RuleRef(r.name, r.output, r.kind) for r in self.spec.debug_rules]
+        refs += [RuleRef(r.name, r.output, r.kind, r.name in started) for r in self.spec.profiler_rules]
+        return rule_job_summary(self.client, refs)
+
+    # -- launches ----------------------------------------------------------------------------------
+    def _training_launch(self, env: tuple[tuple[str, str], ...], data_inputs: tuple[DataInput, ...]) -> TrainingLaunch:
+        spec, job_dir = self.spec, self.job_dir
+        return TrainingLaunch(
+            job_name=spec.job_name, entry_point=spec.entry_point, source_dir=spec.source_dir,
+            hyperparameters=tuple(spec.hyperparameters.items()), config_dir=job_dir.config_dir,
+            model_dir=job_dir.model, log_path=job_dir.logs / "training.log", image=spec.training_image, env=env,
+            training_env=spec.training_environment(), environment=tuple(spec.environment.items()),
+            data_inputs=data_inputs,
+        )
+
+    def _rule_launch(self, rule: RuleSpec, env: tuple[tuple[str, str], ...]) -> RuleLaunch:
+        spec, options = self.spec, self.options
+        if rule.kind == "profiler":
+            profiler_output: str | None = spec.profiler_output
+        else:
+            profiler_output = spec.profiler.profiler_output if spec.profiler else None
+        return RuleLaunch(
+            job_name=spec.job_name, rule_name=rule.name, rule_parameters=tuple(rule.parameters.items()),
+            debug_output=spec.debug_output, rule_output=rule.output, log_path=self.job_dir.rule_log(rule.name),
+            profiler_output=profiler_output, poll_interval_s=options.poll_interval_s,
+            collections_timeout_s=options.collections_timeout_s, image=rule.image, env=env,
+            instance_type=rule.instance_type,
+        )
+
+
+def _ignored_stop(request: StopRequest, job_name: str) -> str:
+    return (f"Rule {request.rule_configuration_name} requested StopTraining for jobs starting with "
+            f"{request.training_job_prefix!r}: not {job_name}, ignored")

@@ -171,6 +171,18 @@ def test_sdlocal_evaluate_on_a_job_folder_writes_reports(tmp_path: Path) -> None
     assert result.exit_code == 0 and "NoIssuesFound" in result.output
 
 
+def test_sdlocal_evaluate_profiler_report_writes_the_html_report_locally(tmp_path: Path) -> None:
+    slow_step_job(tmp_path / "home" / "output" / "profiler")  # an sdlocal job folder
+    out = tmp_path / "reports"
+    result = CliRunner().invoke(cli, ["evaluate", str(tmp_path / "home"), "--rule", "ProfilerReport", "--json",
+                                      "--output", str(out)])
+    assert result.exit_code == 0, result.output
+    assert json.loads(result.stdout)[0]["RuleEvaluationStatus"] == "IssuesFound"
+    assert (out / "profiler-output" / "profiler-reports" / "StepOutlier.json").is_file()
+    page = (out / "profiler-output" / "profiler-report.html").read_text(encoding="utf-8")
+    assert page.startswith("<!DOCTYPE html>") and "StepOutlier" in page and "<svg" in page
+
+
 def test_sdlocal_evaluate_errors_are_one_line(tmp_path: Path) -> None:
     (tmp_path / "empty").mkdir()
     result = CliRunner().invoke(cli, ["evaluate", str(tmp_path / "empty"), "--rule", "ProfilerReport"])

@@ -134,7 +134,7 @@ def check_page(page: RenderedPage) -> None:
     assert any("CPU utilization" in t for t in page.texts["figure.plot svg"]), titles
     for box, text in zip(plots, page.texts["figure.plot svg"], strict=True):
         assert box.width > 900 and box.height > 150, (text[:40], box)
-        assert page.ink(box) > 0.02, text[:40]  # axes, labels and data: not a blank area
+        assert page.ink(box) > 0.01, text[:40]  # axes, labels and data (a flat line plot: ~2 %): not blank
     assert max(page.saturated_share(b) for b in plots) > 0.004  # the data, drawn in colour
     rows = page.texts["table.rules tbody tr"]
     assert sorted(r.split("\t")[0].strip() for r in rows) == sorted(PROFILER_RULES)

@@ -3,6 +3,7 @@ Errors become one `Error: ...` line (exit 1) in ONE place, `_Cli.invoke`; `--deb
 from __future__ import annotations
 
 import json
+import os
 import threading
 from pathlib import Path
 from typing import Any
@@ -236,7 +237,8 @@ def run(ctx: click.Context, spec_file: Path | None, entry_point: str | None, sou
               help="The job's S3OutputPath (default: from the local job record, else s3://sdlocal/jobs).")
 @_endpoint_option
 @_work_dir_option
-@click.option("--json", "as_json", is_flag=True, help="Print the statuses as JSON (rule_job_summary()).")
+@click.option("--json", "as_json", is_flag=True,
+              help="Print the statuses as JSON in the SDK's rule_job_summary() shape (LastModifiedTime: ISO 8601).")
 def summary(job_name: str, s3_output_path: str | None, s3_endpoint_url: str | None, work_dir: Path | None,
             as_json: bool) -> None:
     """The rules' evaluation statuses of JOB_NAME (Debugger rules, then profiler rules)."""
@@ -248,7 +250,13 @@ def summary(job_name: str, s3_output_path: str | None, s3_endpoint_url: str | No
     outcome = training_outcome(job_name, job_dir)
     if outcome:
         click.echo(outcome, err=True)
-    _print_statuses(rule_job_summary(client, refs), as_json)
+    rows = rule_job_summary(client, refs)
+    if as_json:  # the SDK's rule_job_summary(): DescribeTrainingJob's rule status entries, exactly
+        from launcher.s3 import REGION
+        from launcher.summary import sdk_summary
+
+        rows = sdk_summary(rows, job_name, os.environ.get("AWS_DEFAULT_REGION") or REGION)
+    _print_statuses(rows, as_json)
 
 
 @cli.command()
@@ -414,6 +422,61 @@ def s3_stop() -> None:
 
     state = EmbeddedS3(sdlocal_home()).stop()
     click.echo(f"stopped the embedded S3 server at {state.url} (pid {state.pid})" if state else "not running")
+
+
+@cli.group(invoke_without_command=True)
+@click.option("--port", type=click.IntRange(0, 65535), default=None,
+              help="Port on 127.0.0.1 (default 8775; 0: a free one).")
+@click.option("--background", is_flag=True, help="Start detached and return (stop it with `sdlocal serve stop`).")
+@click.option("--runtime", type=click.Choice(["process", "docker", "auto"]), envvar="SDLOCAL_RUNTIME",
+              default="auto", show_default=True, help="Where the jobs' training and evaluators run (as `run`).")
+@click.pass_context
+def serve(ctx: click.Context, port: int | None, background: bool, runtime: str) -> None:
+    """A local SageMaker endpoint (SageMaker training API, S3, CloudWatch Logs) for SDK v2 scripts.
+
+    Prints the exports a script needs (`eval "$(sdlocal serve --background)"`); with them an
+    unchanged `PyTorch(..., rules=[...]).fit()` runs its job here, as `sdlocal run` would."""
+    if ctx.invoked_subcommand is not None:
+        return
+    from launcher.job import stop_on_signals
+    from launcher.s3 import sdlocal_home
+    from launcher.serve.control import (
+        DEFAULT_PORT,
+        exports,
+        format_exports,
+        serve_foreground,
+        start_background,
+    )
+
+    home = sdlocal_home()
+    port = DEFAULT_PORT if port is None else port
+    if background:
+        state = start_background(home, port=port, runtime=runtime)
+        click.echo(format_exports(exports(state.url, home)))
+        click.echo(f"sdlocal serve: {state.url} (pid {state.pid}, log {home / 'serve.log'}); "
+                   "stop it with `sdlocal serve stop`", err=True)
+        return
+
+    def ready(url: str) -> None:
+        click.echo(format_exports(exports(url, home)))
+        click.echo(f"sdlocal serve: {url}; Ctrl-C stops it (and the jobs it runs)", err=True)
+
+    stop_event = threading.Event()
+    with stop_on_signals(stop_event):
+        stuck = serve_foreground(home, port=port, runtime=runtime, stop=stop_event, ready=ready,
+                                 echo=lambda line: click.echo(line, err=True))
+    if stuck:
+        raise click.ClickException(f"jobs still running after the stop: {', '.join(stuck)}")
+
+
+@serve.command("stop")
+def serve_stop() -> None:
+    """Stop the endpoint started with --background (its running jobs end Stopped)."""
+    from launcher.s3 import sdlocal_home
+    from launcher.serve.control import stop_background
+
+    state = stop_background(sdlocal_home())
+    click.echo(f"stopped sdlocal serve at {state.url} (pid {state.pid})" if state else "not running")
 
 
 def _add_images_group() -> None:

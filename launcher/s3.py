@@ -41,7 +41,7 @@ def sdlocal_home(environ: Mapping[str, str] | None = None) -> Path:
 @dataclass(frozen=True)
 class S3Endpoint:
     url: str | None  # None: AWS's own endpoints
-    source: str  # "flag" | "env" | "aws" | "embedded"
+    source: str  # "flag" | "env" | "aws" | "embedded" | "serve"
     dummy_credentials: bool = False
 
     def client(self) -> Any:
@@ -75,6 +75,7 @@ class S3Endpoint:
             "env": f"S3: {self.url} (AWS_ENDPOINT_URL_S3)",
             "aws": "S3: Amazon S3 with your AWS credentials (set --s3-endpoint-url to use another endpoint)",
             "embedded": f"S3: embedded server at {self.url} (stop it with `sdlocal s3 stop`)",
+            "serve": f"S3: sdlocal serve at {self.url}",
         }[self.source]
 
 

@@ -3,9 +3,12 @@ and their table. A rule with no status yet is reported `InProgress`, except a pr
 its run started no evaluator for (the job record's `Evaluated`): it is left out."""
 from __future__ import annotations
 
+import hashlib
 import json
+import re
 from collections.abc import Iterable, Sequence
 from dataclasses import dataclass
+from datetime import datetime, timezone
 from pathlib import Path
 from typing import Any
 
@@ -49,6 +52,56 @@ def rule_job_summary(client: Any, rules: Iterable[RuleRef]) -> list[dict[str, An
                 continue
             status = {"RuleConfigurationName": rule.name, "RuleEvaluationStatus": "InProgress", "StatusDetails": ""}
         out.append(status)
+    return out
+
+
+ACCOUNT = "123456789012"  # moto's default account: the ARNs the SDK sees from `sdlocal serve`
+
+
+def rule_job_arn(region: str, job_name: str, rule_name: str) -> str:
+    """The rule's evaluation (a processing job on SageMaker): `<job>-<rule>-<hash>`, <= 63 characters."""
+    rule = re.sub(r"[^a-z0-9]+", "-", rule_name.lower()).strip("-") or "rule"
+    digest = hashlib.sha1(f"{job_name}/{rule_name}".encode()).hexdigest()[:8]
+    return f"arn:aws:sagemaker:{region}:{ACCOUNT}:processing-job/{job_name[:26].lower()}-{rule[:26]}-{digest}"
+
+
+API_FIELDS = ("RuleConfigurationName", "RuleEvaluationJobArn", "RuleEvaluationStatus", "StatusDetails",
+              "LastModifiedTime")
+
+
+def _epoch(value: Any, default: float) -> float:
+    if isinstance(value, int | float):
+        return float(value)
+    if isinstance(value, str) and value:
+        try:
+            return datetime.fromisoformat(value.replace("Z", "+00:00")).timestamp()
+        except ValueError:
+            return default
+    return default
+
+
+def api_rule_status(row: dict[str, Any], job_arn: str, default_time: float) -> dict[str, Any]:
+    """A status row in DescribeTrainingJob's RuleEvaluationStatus shape: its five fields and no
+    other (sdlocal's LastEvaluatedStep dropped), StatusDetails left out when empty as the service
+    does, LastModifiedTime in epoch seconds (the wire's form; boto3 gives a datetime)."""
+    out: dict[str, Any] = {"RuleConfigurationName": row["RuleConfigurationName"],
+                           "RuleEvaluationJobArn": row.get("RuleEvaluationJobArn") or job_arn,
+                           "RuleEvaluationStatus": row["RuleEvaluationStatus"]}
+    if row.get("StatusDetails"):
+        out["StatusDetails"] = row["StatusDetails"]
+    out["LastModifiedTime"] = _epoch(row.get("LastModifiedTime"), default_time)
+    return out
+
+
+def sdk_summary(rows: Sequence[dict[str, Any]], job_name: str, region: str) -> list[dict[str, Any]]:
+    """`rule_job_summary()`'s shape (the SageMaker SDK's: Debugger rules, then profiler rules), as
+    JSON: LastModifiedTime as ISO 8601 where boto3 gives a datetime."""
+    now = datetime.now(timezone.utc).timestamp()
+    out = []
+    for row in rows:
+        api = api_rule_status(row, rule_job_arn(region, job_name, row["RuleConfigurationName"]), now)
+        api["LastModifiedTime"] = datetime.fromtimestamp(api["LastModifiedTime"], timezone.utc).isoformat()
+        out.append(api)
     return out
 
 

@@ -33,8 +33,13 @@ def read_status(rule_output: Storage) -> dict[str, Any] | None:
         body = rule_output.read(STATUS_FILE)
     except FileNotFoundError:
         return None
-    data = json.loads(body)
-    return data if isinstance(data, dict) else None
+    try:
+        data = json.loads(body)
+    except ValueError as e:  # also not UTF-8
+        raise JobError(f"{rule_output.uri}/{STATUS_FILE}: corrupt rule status: {e}") from None
+    if not isinstance(data, dict) or not isinstance(data.get("RuleEvaluationStatus"), str):
+        raise JobError(f"{rule_output.uri}/{STATUS_FILE}: corrupt rule status: no RuleEvaluationStatus")
+    return data
 
 
 def rule_job_summary(client: Any, rules: Iterable[RuleRef]) -> list[dict[str, Any]]:
@@ -105,11 +110,15 @@ def rules_of_job(client: Any, job_name: str, *, output_path: str | None, job_dir
     written by `sdlocal run`, else the default output path."""
     record = job_dir / "job.json" if job_dir else None
     if output_path is None and record is not None and record.is_file():
-        data = json.loads(record.read_text())
-        return [RuleRef(r["RuleConfigurationName"], r["RuleOutput"], kind,
-                        kind == "debugger" or r.get("Evaluated") is True)  # older records: no profiler rule ran
-                for key, kind in (("DebugRules", "debugger"), ("ProfilerRules", "profiler"))
-                for r in data.get(key, [])]
+        try:
+            data = json.loads(record.read_bytes())
+            return [RuleRef(str(r["RuleConfigurationName"]), str(r["RuleOutput"]), kind,
+                            kind == "debugger" or r.get("Evaluated") is True)  # older records: no profiler rule ran
+                    for key, kind in (("DebugRules", "debugger"), ("ProfilerRules", "profiler"))
+                    for r in data.get(key, [])]
+        except (OSError, ValueError, KeyError, TypeError, AttributeError) as e:
+            raise JobError(f"{record}: corrupt job record ({type(e).__name__}: {e}); "
+                           "give --s3-output-path to read the statuses from S3") from None
     from launcher.spec import DEFAULT_S3_OUTPUT_PATH
 
     base = (output_path or DEFAULT_S3_OUTPUT_PATH).rstrip("/")

@@ -347,11 +347,22 @@ def _collection_entries(value: Any) -> list[tuple[str, dict[str, Any], str]]:
     return entries
 
 
+def known_parameters() -> tuple[str, ...]:
+    """Every HookParameters / CollectionParameters key the hook reads (save keys also with a mode prefix)."""
+    prefixed = tuple(p + k for p in MODE_PREFIXES.values() for k in _SAVE_KEYS)
+    return (*_SAVE_KEYS, *prefixed, *_REDUCTION_KEYS, *sorted(_OTHER_KEYS))
+
+
+def is_known_parameter(key: str) -> bool:
+    bare = key.split(".", 1)[1] if key.split(".", 1)[0] + "." in MODE_PREFIXES.values() else key
+    return bare in _SAVE_KEYS or bare in _REDUCTION_KEYS or bare in _OTHER_KEYS
+
+
 def _warn_unknown(params: Mapping[str, Any], where: str) -> None:
     # smdebug ignores unknown keys; so do we (a SageMaker request is valid with them), but say so.
+    # (sdlocal's launcher refuses them when it reads the spec: launcher/_hook_params.py)
     for key in params:
-        bare = key.split(".", 1)[1] if key.split(".", 1)[0] + "." in MODE_PREFIXES.values() else key
-        if bare not in _SAVE_KEYS and bare not in _REDUCTION_KEYS and bare not in _OTHER_KEYS:
+        if not is_known_parameter(key):
             logger.warning("%s.%s is not a known hook parameter; ignored", where, key)
 
 

@@ -3,6 +3,7 @@ Errors become one `Error: ...` line (exit 1) in ONE place, `_Cli.invoke`; `--deb
 from __future__ import annotations
 
 import json
+import os
 import threading
 from pathlib import Path
 from typing import Any
@@ -13,36 +14,38 @@ from launcher.errors import LauncherError
 from launcher.overrides import Overrides, group_rule_flags, parse_collection, parse_kv, rule_options_in_order
 
 
-def _known_errors() -> tuple[type[BaseException], ...]:
+def _one_line(e: BaseException) -> str:
+    """The error as one line naming its culprit: ours (LauncherError, TrialError, ...) already name
+    the field, file or S3 key; S3 and Docker errors are named after their service; anything else
+    is unexpected and keeps its type (the traceback is one `--debug` away)."""
     from botocore.exceptions import BotoCoreError, ClientError
 
     from evaluator.errors import EvaluatorError
+    from hook.errors import HookError
     from trial.errors import TrialError
-
-    known: tuple[type[BaseException], ...] = (LauncherError, TrialError, EvaluatorError, BotoCoreError, ClientError)
-    try:
-        from docker.errors import DockerException
-    except ImportError:  # the docker SDK is needed by the docker runtime only
-        return known
-    return (*known, DockerException)
-
-
-def _one_line(e: BaseException) -> str:
-    from botocore.exceptions import BotoCoreError, ClientError
 
     message = " ".join(str(e).split()) or type(e).__name__
     if isinstance(e, BotoCoreError | ClientError):
-        message = f"S3: {message}"  # name the culprit: the S3 endpoint, not sdlocal
-    elif type(e).__module__.startswith("docker"):
-        message = f"Docker: {message}"
-    return message
+        return f"S3: {message}"  # name the culprit: the S3 endpoint, not sdlocal
+    if type(e).__module__.startswith("docker"):
+        return f"Docker: {message}"
+    if isinstance(e, LauncherError | TrialError | EvaluatorError | HookError):
+        return message
+    if isinstance(e, OSError | RecursionError | MemoryError | UnicodeError):
+        return f"{type(e).__name__}: {message}"  # OSError's text names its path
+    return f"{type(e).__name__}: {message} (unexpected: `sdlocal --debug ...` shows the traceback)"
 
 
 class _Cli(click.Group):
+    """The CLI's one error boundary: every exception of every command (and of the `images` group)
+    becomes one `Error: ...` line and exit status 1; `--debug` re-raises it with its traceback."""
+
     def invoke(self, ctx: click.Context) -> Any:
         try:
             return super().invoke(ctx)
-        except _known_errors() as e:
+        except (click.ClickException, click.exceptions.Exit, click.Abort):
+            raise  # click's own: usage errors (exit 2), ctx.exit(n), Ctrl-C at a prompt
+        except Exception as e:
             if ctx.params.get("debug"):
                 raise
             raise click.ClickException(_one_line(e)) from e
@@ -91,6 +94,16 @@ _rule_timeout_option = click.option(
 _work_dir_option = click.option(
     "--work-dir", type=click.Path(file_okay=False, path_type=Path),
     help="The job directory (default $SDLOCAL_HOME/jobs/<job>, SDLOCAL_HOME defaults to ~/.sdlocal).")
+
+
+def _job_name(ctx: click.Context, param: click.Parameter, value: str) -> str:
+    """JOB_NAME of logs/stop/summary: a TrainingJobName, never a path (`../x` would leave the jobs folder)."""
+    from launcher._values import check_job_name
+
+    try:
+        return check_job_name(value, "JOB_NAME")
+    except LauncherError as e:
+        raise click.BadParameter(str(e).removeprefix("JOB_NAME: "), ctx=ctx, param=param) from e
 
 
 def _endpoint(flag: str | None) -> Any:
@@ -198,6 +211,7 @@ def run(ctx: click.Context, spec_file: Path | None, entry_point: str | None, sou
                          rule_call_timeout_s=rule_timeout, overwrite=overwrite)
     echo = lambda line: click.echo(line, err=True)  # noqa: E731
     all_rules = spec.debug_rules + spec.profiler_rules
+    endpoint = _endpoint(s3_endpoint_url)  # a bad endpoint is refused before anything is started
     chosen = select_runtime(runtime, rule_images=[r.image for r in all_rules], training_image=spec.training_image,
                             limits=RuleLimits.from_flags(rule_memory, rule_cpus) if rule_memory or rule_cpus else None,
                             keep=keep_containers, training_user=parse_training_user(training_user), echo=echo)
@@ -214,7 +228,7 @@ def run(ctx: click.Context, spec_file: Path | None, entry_point: str | None, sou
         try:
             register(home, spec.job_name, job_dir.root)
             watcher.start()
-            result = run_job(spec, job_dir=job_dir, endpoint=_endpoint(s3_endpoint_url), runtime=chosen,
+            result = run_job(spec, job_dir=job_dir, endpoint=endpoint, runtime=chosen,
                              options=options, stop=stop, echo=echo)
         finally:
             watcher.close()
@@ -231,12 +245,13 @@ def run(ctx: click.Context, spec_file: Path | None, entry_point: str | None, sou
 
 
 @cli.command()
-@click.argument("job_name")
+@click.argument("job_name", callback=_job_name)
 @click.option("--s3-output-path", metavar="S3_URI",
               help="The job's S3OutputPath (default: from the local job record, else s3://sdlocal/jobs).")
 @_endpoint_option
 @_work_dir_option
-@click.option("--json", "as_json", is_flag=True, help="Print the statuses as JSON (rule_job_summary()).")
+@click.option("--json", "as_json", is_flag=True,
+              help="Print the statuses as JSON in the SDK's rule_job_summary() shape (LastModifiedTime: ISO 8601).")
 def summary(job_name: str, s3_output_path: str | None, s3_endpoint_url: str | None, work_dir: Path | None,
             as_json: bool) -> None:
     """The rules' evaluation statuses of JOB_NAME (Debugger rules, then profiler rules)."""
@@ -248,11 +263,17 @@ def summary(job_name: str, s3_output_path: str | None, s3_endpoint_url: str | No
     outcome = training_outcome(job_name, job_dir)
     if outcome:
         click.echo(outcome, err=True)
-    _print_statuses(rule_job_summary(client, refs), as_json)
+    rows = rule_job_summary(client, refs)
+    if as_json:  # the SDK's rule_job_summary(): DescribeTrainingJob's rule status entries, exactly
+        from launcher.s3 import REGION
+        from launcher.summary import sdk_summary
+
+        rows = sdk_summary(rows, job_name, os.environ.get("AWS_DEFAULT_REGION") or REGION)
+    _print_statuses(rows, as_json)
 
 
 @cli.command()
-@click.argument("job_name")
+@click.argument("job_name", callback=_job_name)
 @click.option("--rule", "rule_name", metavar="NAME", help="The log of this rule's evaluator instead of training's.")
 @_work_dir_option
 def logs(job_name: str, rule_name: str | None, work_dir: Path | None) -> None:
@@ -269,7 +290,7 @@ def logs(job_name: str, rule_name: str | None, work_dir: Path | None) -> None:
 
 
 @cli.command()
-@click.argument("job_name")
+@click.argument("job_name", callback=_job_name)
 @_work_dir_option
 @click.option("--timeout", type=float, default=60.0, show_default=True, callback=_positive_seconds,
               help="Seconds to wait for the running launcher to stop the job.")
@@ -320,13 +341,22 @@ def _remove_job_containers(job_name: str) -> list[str]:
 @click.option("--rule", "rule_name", metavar="NAME", help="Built-in rule to run (see `sdlocal rules`).")
 @click.option("--param", "params", multiple=True, callback=_kv, metavar="K=V", help="A RuleParameter. Repeatable.")
 @click.option("--custom-rule", metavar="FILE.py:CLASS", help="Run a custom rule class from a file instead.")
+@click.option("--output", "output", metavar="DIR_OR_S3",
+              help="Profiler rules: the rule-output folder their reports go to "
+                   "(<output>/profiler-output/profiler-reports/<Rule>.json). Default: not written.")
 @_rule_timeout_option
 @_endpoint_option
 @click.option("--json", "as_json", is_flag=True, help="Print the final status as JSON.")
 @click.pass_context
 def evaluate(ctx: click.Context, trial: str, rule_name: str | None, params: tuple[tuple[str, str], ...],
-             custom_rule: str | None, rule_timeout: float, s3_endpoint_url: str | None, as_json: bool) -> None:
-    """Evaluate one rule on a finished TRIAL (a local folder or an s3:// debug-output prefix).
+             custom_rule: str | None, output: str | None, rule_timeout: float, s3_endpoint_url: str | None,
+             as_json: bool) -> None:
+    """Evaluate one rule on a finished job's output TRIAL (a local folder or an s3:// prefix).
+
+    Debugger rules read a debug-output trial. Profiler rules (`sdlocal rules`, group profiler)
+    read the profiler-output found at TRIAL: the folder itself, TRIAL/profiler-output (a job's
+    S3 prefix), TRIAL/output/profiler (an sdlocal job folder), or the profiler-output beside a
+    debug-output.
 
     The rule runs in an evaluator process of its own (a custom rule that exits, crashes or hangs
     ends `Error`, saying how). Exit 0 when the rule ran (IssuesFound or NoIssuesFound), 1 on
@@ -342,12 +372,14 @@ def evaluate(ctx: click.Context, trial: str, rule_name: str | None, params: tupl
             raise click.BadParameter("expected FILE.py:CLASS", param_hint="--custom-rule")
     if not rule_name:
         raise click.UsageError("give --rule NAME or --custom-rule FILE.py:CLASS")
-    endpoint_env = _endpoint(s3_endpoint_url).child_env() if trial.startswith("s3://") else {}
+    uses_s3 = trial.startswith("s3://") or (output or "").startswith("s3://")
+    endpoint_env = _endpoint(s3_endpoint_url).child_env() if uses_s3 else {}
     stop = threading.Event()
     with stop_on_signals(stop):
         row = evaluate_isolated(trial, rule_name, dict(params), custom_rule_file=custom_file,
                                 endpoint_env=endpoint_env, rule_timeout_s=rule_timeout, stop=stop,
-                                echo=lambda line: click.echo(line, err=True))
+                                echo=lambda line: click.echo(line, err=True),
+                                extra={"report_output": output} if output else None)
     _print_statuses([row], as_json)
     if row["RuleEvaluationStatus"] == "Stopped":
         ctx.exit(130)
@@ -360,18 +392,24 @@ def evaluate(ctx: click.Context, trial: str, rule_name: str | None, params: tupl
 @cli.command()
 @click.option("--json", "as_json", is_flag=True, help="Print the rules as JSON.")
 def rules(as_json: bool) -> None:
-    """List the built-in Debugger rules, their group and parameters."""
+    """List the built-in rules (Debugger rules, then profiler rules) by group, with their parameters."""
     from evaluator.registry import builtin_rule_infos
 
     infos = builtin_rule_infos()
     if as_json:
-        click.echo(json.dumps([{"name": i.name, "group": i.group, "parameters": dict(i.parameters),
+        click.echo(json.dumps([{"name": i.name, "group": i.group, "kind": i.kind, "parameters": dict(i.parameters),
+                                "default_collections": [{"CollectionName": c.name, "CollectionParameters": c.parameter_map}
+                                                        for c in i.default_collections],
                                 "description": i.description} for i in infos], indent=1))
         return
     width = max([len("Rule"), *(len(i.name) for i in infos)])
     gwidth = max([len("Group"), *(len(i.group) for i in infos)])
     click.echo(f"{'Rule'.ljust(width)}  {'Group'.ljust(gwidth)}  Parameters (defaults)")
+    group = None
     for i in infos:
+        if group is not None and i.group != group:
+            click.echo("")
+        group = i.group
         params = ", ".join(f"{k}={v}" if v else k for k, v in i.parameters)
         click.echo(f"{i.name.ljust(width)}  {i.group.ljust(gwidth)}  {params}".rstrip())
 
@@ -397,6 +435,61 @@ def s3_stop() -> None:
 
     state = EmbeddedS3(sdlocal_home()).stop()
     click.echo(f"stopped the embedded S3 server at {state.url} (pid {state.pid})" if state else "not running")
+
+
+@cli.group(invoke_without_command=True)
+@click.option("--port", type=click.IntRange(0, 65535), default=None,
+              help="Port on 127.0.0.1 (default 8775; 0: a free one).")
+@click.option("--background", is_flag=True, help="Start detached and return (stop it with `sdlocal serve stop`).")
+@click.option("--runtime", type=click.Choice(["process", "docker", "auto"]), envvar="SDLOCAL_RUNTIME",
+              default="auto", show_default=True, help="Where the jobs' training and evaluators run (as `run`).")
+@click.pass_context
+def serve(ctx: click.Context, port: int | None, background: bool, runtime: str) -> None:
+    """A local SageMaker endpoint (SageMaker training API, S3, CloudWatch Logs) for SDK v2 scripts.
+
+    Prints the exports a script needs (`eval "$(sdlocal serve --background)"`); with them an
+    unchanged `PyTorch(..., rules=[...]).fit()` runs its job here, as `sdlocal run` would."""
+    if ctx.invoked_subcommand is not None:
+        return
+    from launcher.job import stop_on_signals
+    from launcher.s3 import sdlocal_home
+    from launcher.serve.control import (
+        DEFAULT_PORT,
+        exports,
+        format_exports,
+        serve_foreground,
+        start_background,
+    )
+
+    home = sdlocal_home()
+    port = DEFAULT_PORT if port is None else port
+    if background:
+        state = start_background(home, port=port, runtime=runtime)
+        click.echo(format_exports(exports(state.url, home)))
+        click.echo(f"sdlocal serve: {state.url} (pid {state.pid}, log {home / 'serve.log'}); "
+                   "stop it with `sdlocal serve stop`", err=True)
+        return
+
+    def ready(url: str) -> None:
+        click.echo(format_exports(exports(url, home)))
+        click.echo(f"sdlocal serve: {url}; Ctrl-C stops it (and the jobs it runs)", err=True)
+
+    stop_event = threading.Event()
+    with stop_on_signals(stop_event):
+        stuck = serve_foreground(home, port=port, runtime=runtime, stop=stop_event, ready=ready,
+                                 echo=lambda line: click.echo(line, err=True))
+    if stuck:
+        raise click.ClickException(f"jobs still running after the stop: {', '.join(stuck)}")
+
+
+@serve.command("stop")
+def serve_stop() -> None:
+    """Stop the endpoint started with --background (its running jobs end Stopped)."""
+    from launcher.s3 import sdlocal_home
+    from launcher.serve.control import stop_background
+
+    state = stop_background(sdlocal_home())
+    click.echo(f"stopped sdlocal serve at {state.url} (pid {state.pid})" if state else "not running")
 
 
 def _add_images_group() -> None:

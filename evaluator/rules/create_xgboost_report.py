@@ -6,7 +6,7 @@ from collections.abc import Callable
 from typing import Any
 
 from evaluator.params import parse_float
-from evaluator.rule import Rule, Verdict
+from evaluator.rule import DefaultCollection, Rule, Verdict
 from trial.storage import Storage
 
 # Redrawing the report costs about a second: while training runs, at most this often.
@@ -26,6 +26,15 @@ class CreateXgboostReport(Rule):
     """
 
     group = "XGBoost"
+    default_collections = (
+        DefaultCollection.of("metrics", {"save_interval": "5"}),
+        DefaultCollection.of("feature_importance", {"save_interval": "5"}),
+        DefaultCollection.of("hyperparameters", {"save_steps": "0"}),
+        DefaultCollection.of("predictions", {"save_interval": "5"}),
+        DefaultCollection.of("labels", {"save_interval": "5"}),
+        DefaultCollection.of("average_shap"),  # sdlocal's: the report's SHAP section
+        DefaultCollection.of("losses"),  # sdlocal's: the loss curves
+    )
 
     def __init__(self, base_trial: Any, refresh_seconds: object = DEFAULT_REFRESH_S, action_str: str = "") -> None:
         super().__init__(base_trial, action_str=action_str)

@@ -6,7 +6,7 @@ from typing import Any
 import numpy as np
 
 from evaluator.params import parse_float, parse_int
-from evaluator.rule import Rule, Verdict
+from evaluator.rule import DefaultCollection, Rule, Verdict
 from evaluator.rules._select import TensorSelection, value_or_none
 
 # Boosting rounds (global steps of the XGBoost hook) whose importances are not judged: one or a few
@@ -29,6 +29,7 @@ class FeatureImportanceOverweight(Rule):
     """
 
     group = "XGBoost"
+    default_collections = (DefaultCollection.of("feature_importance", {"save_interval": "500"}),)
 
     def __init__(self, base_trial: Any, threshold: object = 0.8, nfeatures: object = 3,
                  tensor_regex: object = ".*feature_importance/weight", action_str: str = "") -> None:

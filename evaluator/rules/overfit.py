@@ -5,7 +5,7 @@ import re
 from typing import Any
 
 from evaluator.params import parse_float, parse_int
-from evaluator.rule import Rule, Verdict
+from evaluator.rule import DefaultCollection, Rule, Verdict
 from evaluator.rules._select import RunningMeans, TensorSelection, is_training, mean_losses
 from trial.modes import ModeKeys
 
@@ -64,6 +64,7 @@ class Overfit(Rule):
     """
 
     group = "universal"
+    default_collections = (DefaultCollection.of("losses"),)  # sdlocal's: the XGBoost hook saves losses only when asked
 
     def __init__(
         self,

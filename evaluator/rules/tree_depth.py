@@ -7,7 +7,7 @@ from typing import Any
 import numpy as np
 
 from evaluator.params import parse_int
-from evaluator.rule import Rule, Verdict
+from evaluator.rule import DefaultCollection, Rule, Verdict
 from evaluator.rules._select import value_or_none
 
 
@@ -23,6 +23,7 @@ class TreeDepth(Rule):
     """
 
     group = "XGBoost"
+    default_collections = (DefaultCollection.of("trees"),)  # sdlocal's
 
     def __init__(self, base_trial: Any, depth: object = 4, action_str: str = "") -> None:
         super().__init__(base_trial, action_str=action_str)

@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import json
 import socket
+from datetime import datetime
 from pathlib import Path
 from typing import Any
 
@@ -101,6 +102,11 @@ def test_summary_uses_the_local_job_record(tmp_path: Path, moto_server: str, s3_
     # R1 has not written a status yet: InProgress; the profiler rule (not evaluated) is left out
     assert [(r["RuleConfigurationName"], r["RuleEvaluationStatus"]) for r in json.loads(result.output)] == [
         ("R1", "InProgress")]
+    # rule_job_summary()'s shape: DescribeTrainingJob's RuleEvaluationStatus fields, no StatusDetails when empty
+    row = json.loads(result.output)[0]
+    assert list(row) == ["RuleConfigurationName", "RuleEvaluationJobArn", "RuleEvaluationStatus", "LastModifiedTime"]
+    assert row["RuleEvaluationJobArn"].startswith("arn:aws:sagemaker:us-east-1:123456789012:processing-job/j-r1-")
+    assert datetime.fromisoformat(row["LastModifiedTime"]).tzinfo is not None
 
 
 def test_rules_lists_builtins() -> None:
@@ -110,6 +116,24 @@ def test_rules_lists_builtins() -> None:
     assert any(line.startswith("VanishingGradient") for line in result.output.splitlines())
     rows = json.loads(CliRunner().invoke(cli, ["rules", "--json"]).output)
     assert "threshold" in next(r for r in rows if r["name"] == "VanishingGradient")["parameters"]
+
+
+def test_rules_lists_profiler_rules_grouped_after_debugger_rules() -> None:
+    lines = CliRunner().invoke(cli, ["rules"]).output.splitlines()
+    blocks = "\n".join(lines[1:]).split("\n\n")  # one block per group, rules.md's order
+    assert [b.split()[1] if b.split()[1] != "deep" else "deep learning" for b in blocks][:2] == ["universal", "deep learning"]
+    profiler = blocks[-1].splitlines()
+    assert [line.split()[0] for line in profiler] == sorted([
+        "BatchSize", "CPUBottleneck", "Dataloader", "GPUMemoryIncrease", "IOBottleneck", "LoadBalancing",
+        "LowGPUUtilization", "MaxInitializationTime", "OverallFrameworkMetrics", "OverallSystemUsage",
+        "ProfilerReport", "StepOutlier"])
+    assert next(line for line in profiler if line.startswith("StepOutlier")).split(None, 2)[2] == (
+        "stddev=3, mode=None, n_outliers=10, scan_interval_us=60000000")
+    rows = {r["name"]: r for r in json.loads(CliRunner().invoke(cli, ["rules", "--json"]).output)}
+    assert rows["StepOutlier"]["kind"] == "profiler" and rows["StepOutlier"]["default_collections"] == []
+    assert rows["VanishingGradient"]["kind"] == "tensor"
+    assert rows["VanishingGradient"]["default_collections"] == [
+        {"CollectionName": "gradients", "CollectionParameters": {"save_interval": "500"}}]
 
 
 @pytest.mark.parametrize(("trial", "rule", "status", "code"), [

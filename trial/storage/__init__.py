@@ -20,7 +20,7 @@ def parse_s3_uri(uri: str) -> tuple[str, str]:
     return bucket, prefix.strip("/")
 
 
-def open_storage(path_or_uri: str | Path, *, client: Any = None, endpoint_url: str | None = None) -> Storage:
+def open_storage(path_or_uri: str | Path | Storage, *, client: Any = None, endpoint_url: str | None = None) -> Storage:
     if isinstance(path_or_uri, str) and path_or_uri.startswith("s3://"):
         bucket, prefix = parse_s3_uri(path_or_uri)
         return S3Storage(bucket, prefix, client=client, endpoint_url=endpoint_url)

@@ -183,7 +183,9 @@ def test_each_tensor_rule_owns_its_default_collections() -> None:
         if ours[len(theirs):]:
             added[name] = [n for n, _ in ours[len(theirs):]]
     assert added == {"ClassImbalance": ["labels", "predictions"], "Confusion": ["labels", "predictions"],
-                     "SaturatedActivation": ["tanh_input", "sigmoid_input"], "PoorWeightInitialization": ["gradients"]}
+                     "SaturatedActivation": ["tanh_input", "sigmoid_input"], "PoorWeightInitialization": ["gradients"],
+                     "TreeDepth": ["trees"], "CreateXgboostReport": ["average_shap", "losses"],
+                     "Overfit": ["losses"], "Overtraining": ["losses"]}
     assert default_collections("NoSuchRule") == ()
 
 

@@ -55,9 +55,9 @@ def check_hook_parameters(hook_params: Mapping[str, str], entries: Sequence[Coll
             return
         except HookConfigError as e:
             errors.append(e)
-    e = errors[0]  # the likelier framework's complaint
-    message = str(e).removeprefix(f"{e.field}: ")
-    raise SpecError(f"{_PREFIX}.{_request_field(e.field, entries, merged)}", message) from None
+    first = errors[0]  # the likelier framework's complaint
+    message = str(first).removeprefix(f"{first.field}: ")
+    raise SpecError(f"{_PREFIX}.{_request_field(first.field, entries, merged)}", message) from None
 
 
 def _request_field(field: str, entries: Sequence[CollectionConfig], merged: Sequence[CollectionConfig]) -> str:

@@ -34,7 +34,7 @@ BUILTIN_RULES: dict[str, type[Rule]] = {
     cls.__name__: cls for cls in [*builtin_rule_classes(), *builtin_profiler_rule_classes()]
 }
 # The `sdlocal rules` listing's order of groups (rules.md's), then any other.
-GROUP_ORDER = ("universal", "deep learning", "DL applications", "profiler")
+GROUP_ORDER = ("universal", "deep learning", "DL applications", "XGBoost", "profiler")
 
 # Parameters every Rule constructor may take that are not rule parameters proper.
 _FRAMEWORK_PARAMETERS = ("base_trial", "action_str", "other_trials")

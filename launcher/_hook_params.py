@@ -12,7 +12,14 @@ import difflib
 import re
 from collections.abc import Mapping, Sequence
 
-from hook.config import HookConfig, is_known_parameter, known_parameters
+from hook.config import (
+    BUILTIN_REGEX,
+    OPTIONAL_REGEX,
+    XGBOOST_REGEX,
+    HookConfig,
+    is_known_parameter,
+    known_parameters,
+)
 from hook.errors import HookConfigError
 from launcher._collections import CollectionConfig
 from launcher.errors import SpecError
@@ -37,11 +44,20 @@ def check_hook_parameters(hook_params: Mapping[str, str], entries: Sequence[Coll
     for i, entry in enumerate(entries):
         _check_keys(entry.parameters, f"{_PREFIX}.CollectionConfigurations[{i}].CollectionParameters")
     config = {"HookParameters": dict(hook_params), "CollectionConfigurations": [c.to_request() for c in merged]}
-    try:
-        HookConfig.from_dict(config)
-    except HookConfigError as e:
-        message = str(e).removeprefix(f"{e.field}: ")
-        raise SpecError(f"{_PREFIX}.{_request_field(e.field, entries, merged)}", message) from None
+    # The launcher does not know the training's framework: XGBoost's built-in collections
+    # (feature_importance, average_shap, trees, ...) make it the XGBoost hook's configuration.
+    xgboost_only = set(XGBOOST_REGEX) - set(BUILTIN_REGEX) - set(OPTIONAL_REGEX)
+    xgb = any(c.name in xgboost_only for c in merged)
+    errors: list[HookConfigError] = []
+    for framework in ("xgboost", "pytorch") if xgb else ("pytorch", "xgboost"):
+        try:
+            HookConfig.from_dict(config, framework=framework)
+            return
+        except HookConfigError as e:
+            errors.append(e)
+    first = errors[0]  # the likelier framework's complaint
+    message = str(first).removeprefix(f"{first.field}: ")
+    raise SpecError(f"{_PREFIX}.{_request_field(first.field, entries, merged)}", message) from None
 
 
 def _request_field(field: str, entries: Sequence[CollectionConfig], merged: Sequence[CollectionConfig]) -> str:

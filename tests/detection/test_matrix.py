@@ -223,8 +223,17 @@ def test_fault_runs_with_held_out_seeds_fire_their_targets(results: Results) -> 
     assert not silent
 
 
+# Measured over the budget on the held-out seeds and reported as such in the matrix, not retuned:
+# at its documented defaults Overfit fires on healthy runs whose training loss nears 0 (2 of the 8
+# held-out healthy runs; 6 of 24 in the old seed sweep; README: `patience=3` silences it). Strict:
+# this test fails as soon as Overfit is within the budget, so the mark cannot outlive the fact.
+OVER_BUDGET = {"Overfit": "Overfit at its defaults: 2 of 8 held-out healthy runs (budget 1); see the matrix"}
+
+
 @pytest.mark.slow
-@pytest.mark.parametrize("rule", [*EXPECTED_RULES, *XGBOOST_ONLY_RULES, *PROFILER_RULES])
+@pytest.mark.parametrize("rule", [
+    pytest.param(r, marks=pytest.mark.xfail(strict=True, reason=OVER_BUDGET[r])) if r in OVER_BUDGET else r
+    for r in (*EXPECTED_RULES, *XGBOOST_ONLY_RULES, *PROFILER_RULES)])
 def test_false_alarms_within_budget(results: Results, rule: str) -> None:
     fired, judged = results.false_alarms().get(rule, (0, 0))
     runs = [c.run for c in results.cells if c.rule == rule and c.expected == BUDGET and c.state == FIRED]
@@ -252,3 +261,24 @@ def test_held_out_scenarios_use_seeds_never_tuned_on() -> None:
     names = {s.name for s in HELD_OUT}
     assert all(s.held_out and s.seed not in tuned for s in HELD_OUT)
     assert {s.compare_with for s in HELD_OUT if s.compare_with} <= names  # partners are held-out runs too
+
+
+def test_recorded_streams_are_sagemaker_system_metric_files(tmp_path: Path) -> None:
+    import re
+
+    from detection import recorded
+    from trial.profiler import ProfilerReader
+
+    recorded.record(recorded.memory_leak, 1, tmp_path)
+    files = sorted((tmp_path / "profiler-output" / "system" / "incremental").rglob("*.json"))
+    assert [f.name for f in files][:2] == ["1767225600.algo-1.json", "1767225660.algo-1.json"]  # one a minute
+    first = files[0].read_text().splitlines()[0]
+    assert re.fullmatch(r'\{"Type":"cpu","Name":"cpu0","Dimension":"CPUUtilization","Value":[0-9.]+,'
+                        r'"NodeId":"algo-1","Timestamp":1767225600(\.0)?\}', first), first
+    reader = ProfilerReader(str(tmp_path / "profiler-output"))
+    reader.refresh()
+    assert reader.training_ended()
+    gpus = reader.system.keys(type="gpu", dimension="GPUMemoryUtilization")
+    assert len(gpus) == 4
+    leak = reader.system.series(gpus[0], None, None).values
+    assert leak.size == recorded.INSTANTS and leak[:recorded.LEAK_START].max() < 65 and leak[-1] == 95

@@ -40,6 +40,7 @@ from detection.hookconfig import hook_config
 from hook import _timeline
 from hook.profiler_config import ProfilerConfig
 from hook.pytorch import Hook
+from launcher._procfs import parse_stat
 from launcher.sysmetrics import LIVE_CLOSE_INTERVAL_S, CollectorUnavailable, make_sampler
 from trial.modes import ModeKeys
 from trial.profiler.names import FRAMEWORK_END_MARKER, SYSTEM_END_MARKER
@@ -62,8 +63,13 @@ SCHEDSTAT = Path("/proc/thread-self/schedstat")
 
 
 def cores() -> int:
-    """The healthy worker count: one per core the sampler reports (Dataloader wants 70-200 %)."""
-    return len(os.sched_getaffinity(0)) if hasattr(os, "sched_getaffinity") else (os.cpu_count() or 1)
+    """The healthy worker count: one per core the sampler reports (Dataloader wants 70-200 % of
+    them): the host sampler writes a series per core of /proc/stat, not per core of this process's
+    affinity."""
+    try:
+        return len(parse_stat(Path("/proc/stat").read_text())) or 1
+    except OSError:
+        return os.cpu_count() or 1
 
 
 @dataclass(frozen=True)

@@ -97,10 +97,10 @@ class Results:
         return [c for c in self.cells if c.wrong]
 
     def false_alarms(self) -> dict[str, tuple[int, int]]:
-        """Per rule: (held-out healthy runs it fired on, held-out healthy runs it judged)."""
+        """Per rule: (held-out healthy runs it fired on, held-out healthy runs it judged: read data on)."""
         out: dict[str, tuple[int, int]] = {}
         for c in self.cells:
-            if c.expected == BUDGET and c.state not in (NOT_EVALUATED, MISSING):
+            if c.expected == BUDGET and c.state not in (NOT_EVALUATED, MISSING, NO_DATA):
                 fired, judged = out.get(c.rule, (0, 0))
                 out[c.rule] = (fired + (c.state == FIRED), judged + 1)
         return out

@@ -9,7 +9,7 @@ import pytest
 
 from detection import report
 from detection.hookconfig import EXPECTED_RULES, XGBOOST_ONLY_RULES, hook_config, hook_request, missing_rules
-from detection.matrix import BUDGET, ERROR, FIRED, SILENT, Results, allowed_false_alarms
+from detection.matrix import BUDGET, ERROR, FIRED, NO_DATA, SILENT, Results, allowed_false_alarms
 from detection.profiler_matrix import PROFILER_RULES, PROFILER_SCENARIOS, REPORT_ONLY, held_out_profiler
 from detection.run import main, run_all
 from detection.scenarios import HELD_OUT_SEEDS, LIVE, SCENARIOS, held_out
@@ -245,7 +245,8 @@ def test_budget_judges_held_out_healthy_cells_only() -> None:
     from detection.matrix import FALSE_ALARM_BUDGET, Cell
 
     cells = [Cell("Overfit", f"healthy_mlp@{i}", FIRED if i < 2 else SILENT, BUDGET) for i in range(10)]
-    cells += [Cell("Overfit", "random_labels@1", FIRED, None), Cell("DeadRelu", "healthy_mlp@1", SILENT, BUDGET)]
+    cells += [Cell("Overfit", "random_labels@1", FIRED, None), Cell("DeadRelu", "healthy_mlp@1", SILENT, BUDGET),
+              Cell("LoadBalancing", "prof_healthy@1", NO_DATA, BUDGET)]  # no data: not a judgement
     results = Results(rules=["Overfit", "DeadRelu"], missing=[], cells=cells)
     assert FALSE_ALARM_BUDGET == 0.2 and allowed_false_alarms(10) == 2 and allowed_false_alarms(4) == 0
     assert results.false_alarms() == {"Overfit": (2, 10), "DeadRelu": (0, 1)}

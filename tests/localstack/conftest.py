@@ -1,0 +1,74 @@
+"""A real LocalStack container (testcontainers) for the whole session: the image of
+`localstack/build-image` (.ci/run builds it before the tests). A missing image or engine skips,
+or fails under CI=true, as tests/docker does."""
+from __future__ import annotations
+
+import os
+from collections.abc import Iterator
+from typing import Any
+
+import pytest
+
+from tests.conftest import in_ci
+
+LOCALSTACK_VERSION = "4.14.0"  # localstack/build-image's version
+DEFAULT_IMAGE = f"sdlocal-localstack:{LOCALSTACK_VERSION}"
+START_TIMEOUT_S = 120  # LocalStack prints "Ready." in ~5 s; CI's 2 cores are shared
+
+
+def localstack_image() -> str:
+    return os.environ.get("SDLOCAL_LOCALSTACK_IMAGE") or DEFAULT_IMAGE
+
+
+@pytest.fixture(scope="session")
+def localstack_url(docker_client: Any) -> Iterator[str]:
+    """The edge URL (http://127.0.0.1:<port>) of a LocalStack container started for this session."""
+    import docker.errors
+
+    image = localstack_image()
+    try:
+        docker_client.images.get(image)
+    except docker.errors.ImageNotFound:
+        message = f"the LocalStack image {image} is missing: build it with `localstack/build-image`"
+        if in_ci():
+            pytest.fail(f"CI=true but {message}")
+        pytest.skip(message)
+
+    # Ryuk (testcontainers' reaper) is an image of its own on Docker Hub, which may not answer:
+    # the container is stopped and removed by this fixture instead.
+    from testcontainers.community.localstack import LocalStackContainer
+    from testcontainers.core.config import testcontainers_config
+
+    testcontainers_config.ryuk_disabled = True
+    container = LocalStackContainer(image=image, region_name="us-east-1")
+    container.with_services("s3", "sns", "sqs", "ses")
+    container.with_kwargs(labels={"sdlocal.test": "localstack"})
+    container.start(timeout=START_TIMEOUT_S)
+    try:
+        yield container.get_url()
+    finally:
+        container.stop()
+
+
+@pytest.fixture()
+def localstack_env(localstack_url: str, tmp_path: Any) -> dict[str, str]:
+    """The environment of a user who points sdlocal at LocalStack (localstack/README.md): the
+    endpoint for S3 and SNS, dummy credentials, a region; nothing of the developer's AWS setup."""
+    env = {k: v for k, v in os.environ.items() if not k.startswith("AWS_")}
+    env.update({
+        "AWS_ENDPOINT_URL": localstack_url,
+        "AWS_ACCESS_KEY_ID": "test",
+        "AWS_SECRET_ACCESS_KEY": "test",
+        "AWS_DEFAULT_REGION": "us-east-1",
+        "AWS_CONFIG_FILE": os.devnull,
+        "AWS_SHARED_CREDENTIALS_FILE": os.devnull,
+        "SDLOCAL_HOME": str(tmp_path / "sdlocal-home"),
+    })
+    return env
+
+
+def aws_client(service: str, url: str) -> Any:
+    import boto3
+
+    return boto3.client(service, endpoint_url=url, region_name="us-east-1",
+                        aws_access_key_id="test", aws_secret_access_key="test")

@@ -10,6 +10,7 @@ from typing import Any
 import pytest
 
 from tests.conftest import in_ci
+from tests.docker.conftest import sdlocal_images  # noqa: F401 - the docker runtime test's images
 
 LOCALSTACK_VERSION = "4.14.0"  # localstack/build-image's version
 DEFAULT_IMAGE = f"sdlocal-localstack:{LOCALSTACK_VERSION}"

@@ -46,7 +46,8 @@ def verdicts_of(rows: list[dict[str, Any]]) -> list[tuple[str, str, str]]:
 def test_job_outputs_land_in_localstack_s3_and_summary_reads_them(
         localstack_url: str, localstack_env: dict[str, str]) -> None:
     job = f"ls-ok-{uuid.uuid4().hex[:6]}"
-    code, out, err = sdlocal(["run", "examples/job.yaml", "--job-name", job, "--json"], localstack_env)
+    code, out, err = sdlocal(["run", "examples/job.yaml", "--job-name", job, "--runtime", "process", "--json"],
+                             localstack_env)
     assert code == 0, err
     assert f"S3: {localstack_url} (AWS_ENDPOINT_URL)" in err  # said out loud, not "Amazon S3"
     rows = json.loads(out)
@@ -102,23 +103,30 @@ def _localstack_json(url: str) -> Any:
         return json.loads(resp.read())
 
 
+def exploding_spec(path: Path, actions: list[dict[str, str]]) -> None:
+    """examples/job.yaml made to diverge (ExplodingTensor fires at once) and to run for long
+    unless StopTraining stops it, with `actions` on its one rule."""
+    spec = yaml.safe_load((REPO / "examples" / "job.yaml").read_text())
+    spec["SourceDir"] = str(REPO / "examples")
+    spec["HyperParameters"] = {"steps": "100000", "lr": "1e5"}
+    spec["DebugRuleConfigurations"] = [
+        {"RuleConfigurationName": "ExplodingTensor",
+         "RuleParameters": {"rule_to_invoke": "ExplodingTensor", "collection_names": "gradients,losses",
+                            "action_json": json.dumps(actions)}}]
+    path.write_text(yaml.safe_dump(spec))
+
+
 def test_rule_actions_publish_to_localstack_sns_and_stop_the_job(
         localstack_url: str, localstack_env: dict[str, str], tmp_path: Path) -> None:
     job = f"ls-boom-{uuid.uuid4().hex[:6]}"
     phone, email = "+15555550123", f"{job}@example.com"
     sqs, queue = _subscribe_queue(localstack_url)
-    spec = yaml.safe_load((REPO / "examples" / "job.yaml").read_text())
-    spec["SourceDir"] = str(REPO / "examples")
-    spec["HyperParameters"] = {"steps": "100000", "lr": "1e5"}  # explodes early; would run for long
     actions = [{"name": "SMS", "endpoint": phone}, {"name": "Email", "endpoint": email},
                {"name": "StopTraining"}]
-    spec["DebugRuleConfigurations"] = [
-        {"RuleConfigurationName": "ExplodingTensor",
-         "RuleParameters": {"rule_to_invoke": "ExplodingTensor", "collection_names": "gradients,losses",
-                            "action_json": json.dumps(actions)}}]
-    (tmp_path / "job.yaml").write_text(yaml.safe_dump(spec))
+    exploding_spec(tmp_path / "job.yaml", actions)
 
-    code, out, err = sdlocal(["run", str(tmp_path / "job.yaml"), "--job-name", job, "--json"], localstack_env)
+    code, out, err = sdlocal(["run", str(tmp_path / "job.yaml"), "--job-name", job, "--runtime", "process", "--json"],
+                             localstack_env)
     assert code == 0, err
     (row,) = json.loads(out)
     assert row["RuleEvaluationStatus"] == "IssuesFound", row
@@ -146,3 +154,21 @@ def test_rule_actions_publish_to_localstack_sns_and_stop_the_job(
     stored = keys(s3, f"jobs/{job}/")
     assert out_prefix + STOP_REQUEST_KEY in stored
     assert f"jobs/{job}/debug-output/training_job_end.ts" in stored
+
+
+def test_docker_runtime_reaches_localstack_through_the_gateway(
+        localstack_url: str, localstack_env: dict[str, str], sdlocal_images: Any, tmp_path: Path) -> None:
+    """The containers' only way out is the job's S3 gateway (a TCP relay to the endpoint): S3 and,
+    on LocalStack's one port, SNS go through it."""
+    job = f"ls-dock-{uuid.uuid4().hex[:6]}"
+    phone = "+15555550124"
+    exploding_spec(tmp_path / "job.yaml", [{"name": "SMS", "endpoint": phone}, {"name": "StopTraining"}])
+    code, out, err = sdlocal(["run", str(tmp_path / "job.yaml"), "--job-name", job, "--runtime", "docker", "--json"],
+                             localstack_env)
+    assert code == 0, err
+    assert "Runtime: docker" in err and f"Training job {job}: Stopped" in err, err[-2000:]
+    (row,) = json.loads(out)
+    assert row["RuleEvaluationStatus"] == "IssuesFound", row
+    sms = _localstack_json(f"{localstack_url}/_aws/sns/sms-messages")["sms_messages"].get(phone, [])
+    assert len(sms) == 1 and f"training job {job} found an issue" in sms[0]["Message"], sms
+    assert f"jobs/{job}/debug-output/training_job_end.ts" in keys(aws_client("s3", localstack_url), f"jobs/{job}/")

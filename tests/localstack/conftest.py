@@ -17,6 +17,28 @@ DEFAULT_IMAGE = f"sdlocal-localstack:{LOCALSTACK_VERSION}"
 START_TIMEOUT_S = 120  # LocalStack prints "Ready." in ~5 s; CI's 2 cores are shared
 
 
+LABEL, PID_LABEL = "sdlocal.test", "sdlocal.test.pid"
+
+
+def _pid_alive(pid: int) -> bool:
+    try:
+        os.kill(pid, 0)
+    except ProcessLookupError:
+        return False
+    except PermissionError:
+        return True
+    return True
+
+
+def _remove_orphans(client: Any) -> None:
+    """Containers of an earlier session that was killed before its teardown (no Ryuk to reap them):
+    those whose pytest process is gone. A concurrent session's container is left alone."""
+    for container in client.containers.list(all=True, filters={"label": f"{LABEL}=localstack"}):
+        pid = container.labels.get(PID_LABEL, "")
+        if not pid.isdigit() or not _pid_alive(int(pid)):
+            container.remove(force=True)
+
+
 def localstack_image() -> str:
     return os.environ.get("SDLOCAL_LOCALSTACK_IMAGE") or DEFAULT_IMAGE
 
@@ -41,9 +63,10 @@ def localstack_url(docker_client: Any) -> Iterator[str]:
     from testcontainers.core.config import testcontainers_config
 
     testcontainers_config.ryuk_disabled = True
+    _remove_orphans(docker_client)
     container = LocalStackContainer(image=image, region_name="us-east-1")
     container.with_services("s3", "sns", "sqs", "ses")
-    container.with_kwargs(labels={"sdlocal.test": "localstack"})
+    container.with_kwargs(labels={LABEL: "localstack", PID_LABEL: str(os.getpid())})
     container.start(timeout=START_TIMEOUT_S)
     try:
         yield container.get_url()

@@ -46,14 +46,15 @@ class S3Endpoint:
 
     def client(self) -> Any:
         import boto3
-        from botocore.config import Config
 
-        kwargs: dict[str, Any] = {"region_name": os.environ.get("AWS_DEFAULT_REGION") or REGION}
+        from trial.storage import client_config
+
+        # bounded timeouts (a frozen endpoint fails a try instead of hanging it), no botocore retries:
+        # trial's Storage retries every call through outages (trial/storage/_retry.py)
+        kwargs: dict[str, Any] = {"region_name": os.environ.get("AWS_DEFAULT_REGION") or REGION,
+                                  "config": client_config()}
         if self.url:
             kwargs["endpoint_url"] = self.url
-            # a local endpoint that does not answer should say so in seconds, not after botocore's
-            # default 60 s connect timeout and retries
-            kwargs["config"] = Config(connect_timeout=3, retries={"max_attempts": 3, "mode": "standard"})
         if self.dummy_credentials:
             kwargs["aws_access_key_id"] = DUMMY_CREDENTIALS["AWS_ACCESS_KEY_ID"]
             kwargs["aws_secret_access_key"] = DUMMY_CREDENTIALS["AWS_SECRET_ACCESS_KEY"]

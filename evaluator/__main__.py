@@ -57,10 +57,18 @@ def main(environ: Mapping[str, str] | None = None, stderr: TextIO = sys.stderr) 
 
     signal.signal(signal.SIGTERM, _on_sigterm)
     output = open_storage(env.rule_output, endpoint_url=env.endpoint_url)
+    unwritten: list[RuleStatus] = []  # the last status, while S3 did not take it
 
     def on_status(status: RuleStatus) -> None:
-        write_status(output, status)
         print(f"evaluator: {status.rule_configuration_name}: {status.status.value} {status.status_details}".rstrip(), file=stderr)
+        unwritten[:] = [status]
+        try:  # S3 calls ride through outages (trial/storage/_retry.py); past that, one line, not a traceback
+            write_status(output, status)
+        except TrialError as exc:
+            print(f"evaluator: cannot write the status to {env.rule_output} ({exc}); the next status tries again",
+                  file=stderr)
+            return
+        unwritten.clear()
 
     status = run_rule(
         env.debug_output,
@@ -76,6 +84,12 @@ def main(environ: Mapping[str, str] | None = None, stderr: TextIO = sys.stderr) 
         action_output=output,
         sns_client=sns_client_factory(env.sns_endpoint_url, env.region),
     )
+    if unwritten:  # the final status: once more (another outage's worth of tries)
+        try:
+            write_status(output, unwritten[0])
+        except TrialError as exc:
+            print(f"evaluator: cannot write the final status to {env.rule_output}: {exc}", file=stderr)
+            return 1
     return 0 if status.status in _OK else 1
 
 

@@ -136,6 +136,8 @@ def evaluate(
             ended = assume_ended or bool(trial.training_ended())
             for each in trials:
                 each.refresh()
+            # a trial whose end marker vanished during the refresh (S3 restarted empty) has not ended
+            ended = assume_ended or (ended and bool(trial.training_ended()))
             # One refresh per poll: the poll's steps are judged on what it loaded (no implicit refresh)
             with no_refresh(trials):
                 steps = trial.steps(show_incomplete_steps=assume_ended)

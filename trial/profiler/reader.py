@@ -133,7 +133,10 @@ class ProfilerReader:
             # The end marker is written after the last upload: one more (deep) pass sees every file.
             again = self._refresh_once(deep=True)
             total = RefreshResult(*(a + b for a, b in zip(_fields(total), _fields(again), strict=True)))
-            self._loaded_all = True
+            # unless the marker is gone since: the storage lost its data (an S3 endpoint restarted
+            # empty, being uploaded again, the markers last) and the pass may have missed files
+            self._loaded_all = self.storage.exists(SYSTEM_END_MARKER) or self.storage.exists(FRAMEWORK_END_MARKER)
+            self._ended = self._loaded_all
         return total
 
     # ---- internals -------------------------------------------------------------------------------

@@ -281,9 +281,33 @@ class Uploader:
                     self.on_error(e)
 
     def finish(self) -> int:
-        """The final upload (every file looked at); its errors propagate. The thread goes on
-        checking what was uploaded until `close()`."""
-        return self.sync_once(final=True)
+        """The final upload (every file looked at), then each target checked against one listing
+        of S3: a file S3 lost without the first object going with it (a partial loss, a restart
+        between two looks) goes up again. Its errors propagate. The thread goes on checking what
+        was uploaded until `close()`."""
+        count = self.sync_once(final=True)
+        with self._lock:
+            for i, target in enumerate(self.targets):
+                missing = self._missing(target)
+                if missing and self.echo is not None:
+                    self.echo(f"Warning: {len(missing)} file(s) were not in {target.storage.uri}: uploading them again")
+                count += self._upload(i, target, missing)
+        return count
+
+    def _missing(self, target: UploadTarget) -> list[Change]:
+        """Closed local files of `target` that S3 does not have (one listing, one walk: once a job)."""
+        stored = set(target.storage.list(include_tmp=True))
+        out: list[Change] = []
+        for path in sorted(target.local.rglob("*")) if target.local.is_dir() else ():
+            rel = path.relative_to(target.local).as_posix()
+            if rel in stored or path.name.endswith(".tmp") or _not_uploaded(rel) or not path.is_file():
+                continue
+            try:
+                st = path.stat()
+            except FileNotFoundError:
+                continue
+            out.append(Change(rel, path, (st.st_size, st.st_mtime_ns), st.st_ctime_ns))
+        return out
 
     def close(self, timeout: float = 30.0) -> None:
         """Stop the thread (it may be in an S3 call: waited for up to `timeout` seconds)."""

@@ -162,3 +162,24 @@ def test_a_kept_status_does_not_overwrite_a_newer_one(s3_client: Any, bucket: st
     inner.write("status.json", b"newer")  # the evaluator wrote again after the restart
     keeper.poll()
     assert inner.read("status.json") == b"newer" and keeper.restored == 0
+
+
+def test_the_final_upload_puts_back_a_file_s3_lost_without_the_first_one(tmp_path: Path, s3_client: Any,
+                                                                          bucket: str) -> None:
+    root = tmp_path / "tensors"
+    w = TrialWriter(root)
+    out = S3Storage(bucket, "job/debug-output", client=s3_client)
+    said: list[str] = []
+    up = Uploader([UploadTarget(root, out)], echo=said.append)
+    for step in range(5):
+        write(w, step)
+    up.sync_once()
+    before = keys(s3_client, bucket, "job/")
+    lost = "job/debug-output/events/000000000003/000000000003_worker_0.tfevents"
+    s3_client.delete_object(Bucket=bucket, Key=lost)  # the first object stays: the ticks see nothing
+    assert up.sync_once() == 0
+    assert up.finish() == 1
+    assert keys(s3_client, bucket, "job/") == before
+    assert said == [f"Warning: 1 file(s) were not in {out.uri}: uploading them again"]
+    assert up.finish() == 0  # nothing missing: nothing said, nothing uploaded
+    assert len(said) == 1

@@ -37,13 +37,13 @@ EntryPoint: train.py
 SourceDir: {source}
 HyperParameters: {{steps: "{steps}", hidden: "8", layers: "1", batch-size: "8", features: "4", log-every: "500"}}
 DebugHookConfig:
-  S3OutputPath: s3://bench/jobs
+  S3OutputPath: s3://{bucket}/jobs
   HookParameters: {{save_interval: "1"}}
   CollectionConfigurations:
     - CollectionName: losses
     - CollectionName: weights
 ProfilerConfig:
-  S3OutputPath: s3://bench/jobs
+  S3OutputPath: s3://{bucket}/jobs
   ProfilingIntervalInMilliseconds: 500
 """
 
@@ -69,10 +69,10 @@ def closed_files(job: Path) -> int:
     return n
 
 
-def s3_objects(client: object, job_name: str) -> int:
+def s3_objects(client: object, bucket: str, job_name: str) -> int:
     n = 0
     for prefix in (f"jobs/{job_name}/debug-output/", f"jobs/{job_name}/profiler-output/"):
-        pages = client.get_paginator("list_objects_v2").paginate(Bucket="bench", Prefix=prefix)  # type: ignore[attr-defined]
+        pages = client.get_paginator("list_objects_v2").paginate(Bucket=bucket, Prefix=prefix)  # type: ignore[attr-defined]
         n += sum(1 for page in pages for o in page.get("Contents", []) if not o["Key"].endswith("training_job_end.ts"))
     return n
 
@@ -89,8 +89,11 @@ def rss_mb(pid: int) -> float | None:
 
 def run_once(root: Path, steps: int, moto: MotoProcess, client: object, tmp: Path, tag: str) -> Result:
     job_name = f"long-{tag}-{steps}-{int(time.time())}"
+    # a bucket per run: moto's LIST walks every key of a bucket, so a run must not pay for the last
+    bucket = f"bench-{tag}-{steps}-{time.time_ns() % 10**9}"
+    client.create_bucket(Bucket=bucket)  # type: ignore[attr-defined]
     spec = tmp / f"{job_name}.yaml"
-    spec.write_text(SPEC.format(source=REPO / "examples", steps=steps))
+    spec.write_text(SPEC.format(source=REPO / "examples", steps=steps, bucket=bucket))
     job_dir = tmp / job_name
     env = {**os.environ, "SDLOCAL_HOME": str(tmp / "home"), "SDLOCAL_RUNTIME": "process",
            "PYTHONPATH": str(root), "AWS_ACCESS_KEY_ID": "bench", "AWS_SECRET_ACCESS_KEY": "bench"}
@@ -122,14 +125,14 @@ def run_once(root: Path, steps: int, moto: MotoProcess, client: object, tmp: Pat
         if value is not None:
             rss.append((time.monotonic() - started, value))
         if time.monotonic() >= next_lag and "trained" not in marks:
-            lags.append(max(0, closed_files(job_dir) - s3_objects(client, job_name)))
+            lags.append(max(0, closed_files(job_dir) - s3_objects(client, bucket, job_name)))
             next_lag = time.monotonic() + 2.0
         time.sleep(0.5)
     ended = time.monotonic()
     reader.join(10)
     if proc.returncode != 0 or "trained" not in marks:
         raise SystemExit(f"{tag} {steps} steps: sdlocal run failed ({proc.returncode}):\n" + "\n".join(lines[-20:]))
-    local, stored = closed_files(job_dir), s3_objects(client, job_name)
+    local, stored = closed_files(job_dir), s3_objects(client, bucket, job_name)
     if local != stored or local < 2 * steps:
         raise SystemExit(f"{tag} {steps} steps: {local} closed files, {stored} in S3")
     training_s = marks["trained"] - marks.get("started", started)
@@ -156,7 +159,6 @@ def main(argv: list[str] | None = None) -> int:
         try:
             client = boto3.client("s3", endpoint_url=moto.url, region_name="us-east-1",
                                   aws_access_key_id="bench", aws_secret_access_key="bench")
-            client.create_bucket(Bucket="bench")
             for n in steps:
                 for tag, root in roots:
                     r = run_once(root, n, moto, client, tmp, tag)

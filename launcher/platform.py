@@ -12,6 +12,7 @@ import itertools
 import json
 import re
 import threading
+import time
 from collections import deque
 from collections.abc import Callable, Collection, Iterable, Sequence
 from concurrent.futures import ThreadPoolExecutor
@@ -194,8 +195,10 @@ class Uploader:
         echo: Callable[[str], None] | None = None,
         keepers: Sequence[Any] = (),
         settle_s: float = SETTLE_S,
+        clock: Callable[[], float] = time.monotonic,
     ) -> None:
         self.targets = list(targets)
+        self.clock = clock
         self.interval = interval
         self.on_error = on_error
         self.echo = echo
@@ -297,12 +300,17 @@ class Uploader:
         self._thread.start()
 
     def _run(self) -> None:
-        while not self._stop.wait(self.interval):
+        # a pass starts `interval` after the last one started, at once when that one took longer:
+        # an uploader that is behind does not also sit idle for a whole interval between passes
+        wait = self.interval
+        while not self._stop.wait(wait):
+            started = self.clock()
             try:
                 self.sync_once()
             except Exception as e:  # keep going: the final upload retries and reports
                 if self.on_error:
                     self.on_error(e)
+            wait = max(0.0, self.interval - (self.clock() - started))
 
     def finish(self) -> int:
         """The final upload (every file looked at), then each target checked against one listing

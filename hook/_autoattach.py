@@ -5,6 +5,10 @@ from inside another module's forward) and has trainable parameters gets a Hook; 
 called at top level are registered as losses. The global hooks are removed a few steps after the
 model is found, so the rest of training pays only for the per-module hooks.
 
+A job with a profiler config and no hook config gets a `TimelineHook` instead: it saves no tensor
+(writes no trial) and only drives the framework timeline (hook._timeline), at a fraction of a
+Hook's per-step cost; a hook the script creates takes over from it as from the zero-code Hook.
+
 One hook per job: when the script has made its own hook (`smd.Hook(...)`,
 `Hook.create_from_json_file()`, `get_hook(create_if_not_exists=True)`, a Hook subclass, or
 sdlocal's `hook.pytorch.Hook`) before its first forward, no hook is attached at all; when it makes
@@ -16,20 +20,74 @@ from typing import Any
 
 import torch
 
-from hook import _current
+from hook import _current, _timeline
 from hook.config import HookConfig
 from hook.pytorch import Hook
+from trial.modes import ModeKeys
 
 # Loss modules are usually called in the first step; after this many steps we stop looking.
 LOSS_SEARCH_STEPS = 3
+_TRAIN, _EVAL = ModeKeys.TRAIN, ModeKeys.EVAL  # (an Enum attribute lookup costs more, every step)
+
+
+class TimelineHook:
+    """The zero-code hook of a job that profiles and saves no tensor: the model's forward pre-hook
+    starts a timeline step (TRAIN or EVAL from `model.training`, as the zero-code Hook decides),
+    its forward hook ends the forward. One hook per job (hook._current): a hook the script
+    creates takes over, and the timeline goes on with it."""
+
+    auto = True
+
+    def __init__(self, timeline: _timeline.Timeline) -> None:
+        self._timeline = timeline
+        self._name = ""
+        self._handles: list[Any] = []
+        self._closed = False
+        self.handed_over = False
+        _current.install(self)
+
+    @property
+    def closed(self) -> bool:
+        return self._closed
+
+    @property
+    def step(self) -> int:
+        return self._timeline.step
+
+    def register_module(self, module: torch.nn.Module) -> None:
+        self._name = module._get_name()
+        self._handles = [module.register_forward_pre_hook(self._on_step_start),
+                         module.register_forward_hook(self._timeline.forward_end)]
+
+    def register_loss(self, module: torch.nn.Module) -> None:
+        pass  # nothing to save
+
+    def _on_step_start(self, module: torch.nn.Module, inputs: Any) -> None:
+        self._timeline.step_start(_TRAIN if module.training else _EVAL, self._name)
+
+    def _stop(self) -> None:
+        self._closed = True
+        for h in self._handles:
+            h.remove()
+        self._handles = []
+
+    def _hand_over_to(self, new: Any) -> None:
+        self._stop()
+        self.handed_over = True
+
+    def close(self) -> None:
+        if not self._closed:
+            self._stop()
+            self._timeline.close()
 
 
 class AutoAttach:
-    """Installs the global hooks; `close()` removes them and closes the Hook (if one was made)."""
+    """Installs the global hooks; `close()` removes them and closes the Hook (if one was made).
+    `config` None: the hook only records the framework timeline."""
 
-    def __init__(self, config: HookConfig) -> None:
+    def __init__(self, config: HookConfig | None) -> None:
         self.config = config
-        self.hook: Hook | None = None
+        self.hook: Hook | TimelineHook | None = None
         self._depth = 0
         self._handles: list[Any] = []
         self._before = 0
@@ -56,10 +114,19 @@ class AutoAttach:
                 return
             if not any(p.requires_grad for p in module.parameters()):
                 return
-            hook = self.hook = Hook(self.config, auto=True)
+            if self.config is not None:
+                hook = self.hook = Hook(self.config, auto=True)
+            else:
+                tl = _timeline.current()
+                if tl is None:  # nothing to record: no hook at all
+                    self._uninstall()
+                    return
+                hook = self.hook = TimelineHook(tl)
             hook.register_module(module)
             # The module's own pre-hook list was read before we registered: start the step here.
             hook._on_step_start(module, inputs)
+            if isinstance(hook, TimelineHook):
+                self._uninstall()  # no loss to look for
         elif hook.handed_over:
             self._uninstall()
         elif isinstance(module, torch.nn.modules.loss._Loss):

@@ -12,6 +12,10 @@ once when it is 0. Which collections a tensor name belongs to is decided once pe
 On saved steps the training thread only copies tensors to CPU; reductions, serialization and file
 writes run on a background thread (hook._async_writer).
 
+The framework timeline (hook._timeline), when the job's profiler config enables it: the step
+pre-hook starts its steps (in our step's mode), a forward hook on the model ends
+each forward. `close()` closes its files too.
+
 One hook per job (hook._current): each hook becomes the process's current hook; the zero-code hook
 (`auto=True`) hands over to a hook the script creates, and one directory has one writer.
 `_forward_hook_for` / `_grad_hook` are where a subclass (smdebug.pytorch.Hook) plugs in its own
@@ -28,7 +32,7 @@ from typing import Any
 import numpy as np
 import torch
 
-from hook import _current
+from hook import _current, _timeline
 from hook import _members as members
 from hook._async_writer import AsyncWriter
 from hook._serialize import RAW_ONLY, CollectionsJob, EndMarkerJob, SavePlan, StepJob
@@ -102,6 +106,10 @@ class Hook:
         self._num_workers = 1
         self._closed = False
         self.handed_over = False
+        # The framework timeline (hook._timeline), when the job's profiler config enables it.
+        self._timeline = _timeline.current()
+        self._timeline_handle: Any = None
+        self._model_name = ""
         atexit.register(self._close_at_exit)
         _current.install(self)
 
@@ -146,8 +154,11 @@ class Hook:
             raise HookError(f"a module ({self._model._get_name()}) is already registered with this hook; "
                             "one hook follows one model")
         self._model = module
+        self._model_name = module._get_name()
         self._step_handle = module.register_forward_pre_hook(self._on_step_start)
         self._attach_model(module)
+        if self._timeline is not None:
+            self._timeline_handle = module.register_forward_hook(self._timeline.forward_end)
 
     def register_loss(self, loss_module: torch.nn.Module) -> None:
         """Save the outputs of a loss module (`CrossEntropyLoss_output_0`)."""
@@ -243,6 +254,8 @@ class Hook:
             self.mode_steps[mode] = mode_step
         self.mode_steps[ModeKeys.GLOBAL] = self.step
         self._mode_step = mode_step
+        if self._timeline is not None:
+            self._timeline.step_start(mode, self._model_name)
         active = 0
         for bit, sc in self._schedule[mode]:
             if sc.should_save(mode_step):
@@ -446,10 +459,10 @@ class Hook:
         self._collections_dirty = False
 
     def _remove_handles(self) -> None:
-        for h in [self._step_handle, *self._attach_handles]:
+        for h in [self._step_handle, self._timeline_handle, *self._attach_handles]:
             if h is not None:
                 h.remove()
-        self._step_handle, self._attach_handles = None, []
+        self._step_handle, self._timeline_handle, self._attach_handles = None, None, []
         atexit.unregister(self._close_at_exit)
 
     def close(self) -> None:
@@ -473,6 +486,8 @@ class Hook:
             writer.close()
         finally:
             _current.release(self.out_dir, self)
+            if self._timeline is not None:
+                self._timeline.close()  # the timeline's files get their final names too
 
     def _hand_over_to(self, new: Hook) -> None:
         """The zero-code hook stops for `new`, the hook the script created: it writes its current

@@ -1,10 +1,13 @@
 """`python -m hook.run train.py ARGS...`: run an unmodified training script with the hook attached
-(see hook._autoattach). Without a hook config file the script runs unchanged (as on SageMaker
-without a DebugHookConfig); a bad config fails before torch is even imported.
+(see hook._autoattach). Without a hook config file and without an enabled profiler config the
+script runs unchanged (as on SageMaker without a DebugHookConfig or ProfilerConfig); with a
+profiler config only, the attached hook records the framework timeline (hook._timeline) and saves
+no tensor. A bad config of either kind fails before torch is even imported.
 
 When the script ends (or fails), the zero-code hook and the script's own current hook (smdebug's
 singleton; hook._current) are closed here, so their last step, collections file and end marker
-are written and a write error turns into exit code 1.
+are written and a write error turns into exit code 1; the framework timeline's files are closed
+(their final names) too.
 """
 from __future__ import annotations
 
@@ -15,9 +18,10 @@ import sys
 from collections.abc import Sequence
 from typing import TYPE_CHECKING
 
-from hook import _current
+from hook import _current, _timeline
 from hook.config import HookConfig
 from hook.errors import HookError
+from hook.profiler_config import ProfilerConfig
 from trial.smdebug_shim import use_sdlocal_smdebug
 
 if TYPE_CHECKING:
@@ -36,19 +40,30 @@ def main(argv: Sequence[str] | None = None) -> int:
         print(f"hook.run: no such script: {script}", file=sys.stderr)
         return 2
     config_path = HookConfig.default_path()
-    attach: AutoAttach | None = None
+    config: HookConfig | None = None
     if os.path.isfile(config_path):
         try:
             config = HookConfig.from_json_file(config_path)
         except HookError as e:
             print(f"hook.run: bad hook config {config_path}: {e}", file=sys.stderr)
             return 2
+    else:
+        logger.info("no hook config at %s: no tensors are saved", config_path)
+    profiler_path = ProfilerConfig.default_path()
+    try:
+        profiler = ProfilerConfig.load(profiler_path)
+    except HookError as e:
+        print(f"hook.run: bad profiler config {profiler_path}: {e}", file=sys.stderr)
+        return 2
+    if not profiler.enabled:
+        logger.info("no enabled profiler config at %s: no framework metrics", profiler_path)
+    attach: AutoAttach | None = None
+    timeline = _timeline.configure(profiler)
+    if config is not None or timeline is not None:
         from hook._autoattach import AutoAttach
 
         attach = AutoAttach(config)
         attach.install()
-    else:
-        logger.info("no hook config at %s: the hook is disabled", config_path)
 
     use_sdlocal_smdebug()  # the script's `import smdebug.pytorch` is this hook
     sys.argv = [script, *args[1:]]
@@ -80,6 +95,7 @@ def _close_hooks(attach: AutoAttach | None) -> bool:
         except HookError as e:
             print(f"hook.run: {e}", file=sys.stderr)
             ok = False
+    _timeline.shutdown()  # closes the last trace file even when no hook was ever attached
     return ok
 
 

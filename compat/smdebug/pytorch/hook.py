@@ -7,7 +7,8 @@ the next step), the GLOBAL mode until `set_mode` is called, and the methods subc
 or call: `forward_hook(module, inputs, outputs)`, `backward_hook(tname)`, `forward_pre_hook`,
 `_write_inputs`, `_write_outputs`, `_save_for_tensor`, `_write_raw_tensor_simple`,
 `_get_collections_to_save_for_step`, `module._module_name`, `module_maps`, `step`, `mode`,
-`mode_steps`, `last_saved_step`. A subclass that overrides `forward_hook` / `backward_hook` gets
+`mode_steps`, `last_saved_step`; and `record_trace_events` (an event on the framework timeline,
+when the job's profiler config enables it). A subclass that overrides `forward_hook` / `backward_hook` gets
 them called for every module (the model's, its submodules, the registered losses) / every
 parameter, as smdebug does; otherwise sdlocal's faster per-module hooks save the same names.
 
@@ -20,6 +21,7 @@ from __future__ import annotations
 import errno
 import json
 import logging
+import math
 import os
 from pathlib import Path
 from typing import Any
@@ -350,6 +352,23 @@ class Hook(engine.Hook):
             self.collection_manager.get(cname).tensor_names.quiet_add(tensor_name)
             self._extra_saved.add(cname)
         super().save_tensor(tensor_name, value, names)
+
+    def record_trace_events(self, timestamp: float, training_phase: str = "", op_name: str = "", phase: str = "X",
+                            duration: float = 1, **kwargs: Any) -> None:
+        """smdebug's: a complete event on the framework timeline, `timestamp` and `duration` in
+        seconds, `kwargs` its args. Nothing when the job does not profile; only complete events
+        ("X") are written (smdebug's instant and metadata events have no use in the rules)."""
+        tl = self._timeline
+        if tl is None:
+            return
+        if phase != "X":
+            logger.debug("record_trace_events(phase=%r): only complete events are recorded", phase)
+            return
+        start = int(timestamp * 1_000_000)
+        # Values JSON has (a tensor, NaN: their str), so the trace file stays readable everywhere.
+        args = {k: v if isinstance(v, (int, str, bool)) or v is None or (isinstance(v, float) and math.isfinite(v))
+                else str(v) for k, v in kwargs.items()}
+        tl.record(str(training_phase), str(op_name), start, start + int(duration * 1_000_000), args or None)
 
     def _cleanup(self) -> None:
         self.close()

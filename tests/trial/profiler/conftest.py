@@ -5,13 +5,11 @@ from pathlib import Path
 
 import pytest
 
-from tests.conftest import REPO_ROOT
-
-PROFILER_FIXTURES = REPO_ROOT.parent / "shared" / "fixtures" / "smdebug-profiler"
+from tests.conftest import FIXTURE_PROFILER
 
 
 @pytest.fixture
 def profiler_fixtures() -> Path:
-    if not PROFILER_FIXTURES.exists():
-        pytest.skip("shared fixtures not present")
-    return PROFILER_FIXTURES
+    # A missing fixture folder is a broken checkout: fail, never skip.
+    assert FIXTURE_PROFILER.is_dir(), f"profiler fixtures missing at {FIXTURE_PROFILER}"
+    return FIXTURE_PROFILER

@@ -216,3 +216,31 @@ def test_round_trip_through_the_reader(tmp_path: Path) -> None:
     assert late.step.tolist() == [5, 6, 7, 8, 9]
     cols = reader.framework.arrays()
     assert cols.phases == ["Step:ModeKeys.TRAIN", "Step:ModeKeys.EVAL"] and cols.start_us.shape == (10,)
+
+
+def test_record_many_writes_what_record_writes(tmp_path: Path) -> None:
+    """The batch path (the hook's background writer) gives the same bytes and the same rotation."""
+    events = []
+    for i in range(30):
+        t = T0 * 1_000_000 + i * 1000
+        events += [("Step:ModeKeys.TRAIN", "Step:ModeKeys.TRAIN", t, t + 900, {"step_num": i}),
+                   ("Forward", "Net", t, t + 300, {"step_num": i}),
+                   ("DataLoaderIter", "it::GetNext", t - 50, t, {"num_workers": 2, "pin_memory": False}),
+                   ("Weird \"phase\"", "n\u00e9", t, t, {"k-ey": 1, "v": [1, "x"]}),
+                   ("Forward", "Net", t + 5, t + 2, None)]
+    roots = []
+    for batch in (False, True):
+        root = tmp_path / ("many" if batch else "one")
+        w = TraceWriter(root, "0-algo-1", clock_us=FakeClock(T0 * 1_000_000), max_file_size=3000)
+        if batch:
+            assert w.record_many(events[:70]) == 70
+            assert w.record_many(iter(events[70:])) == len(events) - 70
+        else:
+            for e in events:
+                w.record(*e)
+        w.close()
+        roots.append(root)
+    one, many = (sorted(p.relative_to(r).as_posix() for p in r.rglob("*") if p.is_file()) for r in roots)
+    assert one == many and len(one) >= 3  # rotated by size at the same events
+    for key in one:
+        assert (roots[0] / key).read_bytes() == (roots[1] / key).read_bytes()

@@ -3,6 +3,10 @@ docs/design.md; writes `<SDLOCAL_RULE_OUTPUT>/status.json` whenever the status c
 Exit 0 on IssuesFound/NoIssuesFound/Stopped, 1 on Error, 2 when the contract is incomplete
 and there is nowhere to write a status.
 
+The rule timeout (`SDLOCAL_RULE_TIMEOUT_S`, evaluator/watchdog.py): a call of the rule's own code
+that does not return within it gets the rule's `Error` status written, then the process leaves
+at once (exit 1): the hung call is never interrupted, its thread cannot be.
+
 Actions run the first time the rule fires (evaluator/actions.py): StopTraining writes
 `<SDLOCAL_RULE_OUTPUT>/actions/stop-training.json` for the launcher; Email/SMS publish to the
 SNS topic `SMDebugRules` at `AWS_ENDPOINT_URL_SNS`, else `AWS_ENDPOINT_URL_S3`, else AWS."""
@@ -12,6 +16,7 @@ import logging
 import os
 import signal
 import sys
+import threading
 from collections.abc import Mapping
 from typing import TextIO
 
@@ -20,6 +25,7 @@ from evaluator.api import run_rule
 from evaluator.contract import EvaluatorEnv
 from evaluator.errors import ContractError
 from evaluator.status import RuleStatus, Status, client_error_details, fake_job_arn, write_status
+from evaluator.watchdog import RuleWatchdog, exit_after_status, install
 from trial.errors import TrialError
 from trial.storage import open_storage
 
@@ -57,36 +63,51 @@ def main(environ: Mapping[str, str] | None = None, stderr: TextIO = sys.stderr) 
 
     signal.signal(signal.SIGTERM, _on_sigterm)
     output = open_storage(env.rule_output, endpoint_url=env.endpoint_url)
+    writing = threading.Lock()  # the watchdog's Error is the last status: nothing written after it
     unwritten: list[RuleStatus] = []  # the last status, while S3 did not take it
 
     def on_status(status: RuleStatus) -> None:
         print(f"evaluator: {status.rule_configuration_name}: {status.status.value} {status.status_details}".rstrip(), file=stderr)
-        unwritten[:] = [status]
-        try:  # S3 calls ride through outages (trial/storage/_retry.py); past that, one line, not a traceback
-            write_status(output, status)
-        except TrialError as exc:
-            print(f"evaluator: cannot write the status to {env.rule_output} ({exc}); the next status tries again",
-                  file=stderr)
-            return
-        unwritten.clear()
+        with writing:
+            unwritten[:] = [status]
+            try:  # S3 calls ride through outages (trial/storage/_retry.py); past that, one line, not a traceback
+                write_status(output, status)
+            except TrialError as exc:
+                print(f"evaluator: cannot write the status to {env.rule_output} ({exc}); the next status tries again",
+                      file=stderr)
+                return
+            unwritten.clear()
 
-    status = run_rule(
-        env.debug_output,
-        env.rule_parameters,
-        rule_configuration_name=env.rule_configuration_name,
-        job_name=env.job_name,
-        on_status=on_status,
-        interval=env.poll_interval_s,
-        deadline=env.deadline_s,
-        collections_timeout=env.collections_timeout_s,
-        endpoint_url=env.endpoint_url,
-        stop_requested=lambda: stop["requested"],
-        action_output=output,
-        sns_client=sns_client_factory(env.sns_endpoint_url, env.region),
-    )
+    def on_rule_timeout(details: str) -> None:
+        status = RuleStatus(env.rule_configuration_name, Status.ERROR, client_error_details(details),
+                            job_arn=fake_job_arn(env.job_name, env.rule_configuration_name))
+        exit_after_status(writing, lambda: write_status(output, status), stderr)
+
+    watchdog = RuleWatchdog(env.rule_configuration_name, env.rule_timeout_s, on_expired=on_rule_timeout,
+                            say=lambda line: print(line, file=stderr, flush=True))
+    previous = install(watchdog)
+    try:
+        status = run_rule(
+            env.debug_output,
+            env.rule_parameters,
+            rule_configuration_name=env.rule_configuration_name,
+            job_name=env.job_name,
+            on_status=on_status,
+            interval=env.poll_interval_s,
+            deadline=env.deadline_s,
+            collections_timeout=env.collections_timeout_s,
+            endpoint_url=env.endpoint_url,
+            stop_requested=lambda: stop["requested"],
+            action_output=output,
+            sns_client=sns_client_factory(env.sns_endpoint_url, env.region),
+        )
+    finally:
+        install(previous)
+        watchdog.close()
     if unwritten:  # the final status: once more (another outage's worth of tries)
         try:
-            write_status(output, unwritten[0])
+            with writing:
+                write_status(output, unwritten[0])
         except TrialError as exc:
             print(f"evaluator: cannot write the final status to {env.rule_output}: {exc}", file=stderr)
             return 1

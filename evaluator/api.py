@@ -10,6 +10,7 @@ from collections.abc import Callable, Mapping
 from pathlib import Path
 from typing import Any
 
+from evaluator import watchdog
 from evaluator.actions import ActionRunner, merge_actions, parse_actions
 from evaluator.contract import RuleRequest
 from evaluator.errors import CustomRuleError, EvaluatorError
@@ -42,7 +43,8 @@ def fetch_rule_file(source: str, dest_dir: Path, *, s3_client: Any = None, endpo
 def _rule_class(request: RuleRequest, tmp: Path, *, s3_client: Any, endpoint_url: str | None) -> type[Rule]:
     if request.source_s3_uri:
         path = fetch_rule_file(request.source_s3_uri, tmp, s3_client=s3_client, endpoint_url=endpoint_url)
-        return load_custom_rule(path, request.rule_to_invoke)
+        with watchdog.importing(path.name):  # the rule's own code runs: --rule-timeout
+            return load_custom_rule(path, request.rule_to_invoke)
     return get_rule_class(request.rule_to_invoke)
 
 
@@ -93,7 +95,10 @@ def run_rule(
             cls = _rule_class(request, Path(tmp), s3_client=s3_client, endpoint_url=endpoint_url)
             trial = create_trial(trial_uri, s3_client=s3_client, endpoint_url=endpoint_url)
             others = [create_trial(u, s3_client=s3_client, endpoint_url=endpoint_url) for u in request.other_trials]
-            rule = instantiate_rule(cls, trial, request.rule_kwargs, action_str=request.action_json, other_trials=others)
+            with watchdog.phase("the rule's constructor"):
+                rule = instantiate_rule(cls, trial, request.rule_kwargs, action_str=request.action_json,
+                                        other_trials=others)
+            rule = watchdog.guard(rule)  # each invoke_at_step (one step) within --rule-timeout
             actions = merge_actions(parse_actions(request.action_json, request.rule_to_invoke),
                                     parse_actions(getattr(rule, "action_str", "") or "", request.rule_to_invoke))
         except (EvaluatorError, TrialError) as exc:

@@ -11,6 +11,7 @@ from dataclasses import dataclass, field
 from evaluator.actions import parse_actions
 from evaluator.errors import ContractError, RuleParameterError
 from evaluator.params import parse_int, parse_str_list
+from evaluator.watchdog import DEFAULT_RULE_TIMEOUT_S
 
 RESERVED_PARAMETERS = frozenset(
     {"rule_to_invoke", "source_s3_uri", "other_trials", "action_json", "start_step", "end_step"}
@@ -45,6 +46,7 @@ class EvaluatorEnv:
     poll_interval_s: float = 2.0
     deadline_s: float = 86400.0
     collections_timeout_s: float = 600.0
+    rule_timeout_s: float = DEFAULT_RULE_TIMEOUT_S  # one call of the rule's code (evaluator/watchdog.py)
 
     @classmethod
     def from_environ(cls, environ: Mapping[str, str] | None = None) -> EvaluatorEnv:
@@ -79,6 +81,7 @@ class EvaluatorEnv:
             poll_interval_s=_float_var(env, "SDLOCAL_POLL_INTERVAL_S", 2.0),
             deadline_s=_float_var(env, "SDLOCAL_DEADLINE_S", 86400.0),
             collections_timeout_s=_float_var(env, "SDLOCAL_COLLECTIONS_TIMEOUT_S", 600.0),
+            rule_timeout_s=_float_var(env, "SDLOCAL_RULE_TIMEOUT_S", DEFAULT_RULE_TIMEOUT_S),
         )
 
 

@@ -14,6 +14,7 @@ from __future__ import annotations
 import logging
 import os
 import runpy
+import signal
 import sys
 from collections.abc import Sequence
 from typing import TYPE_CHECKING
@@ -66,6 +67,7 @@ def main(argv: Sequence[str] | None = None) -> int:
         attach.install()
 
     use_sdlocal_smdebug()  # the script's `import smdebug.pytorch` is this hook
+    _exit_on_sigterm()
     sys.argv = [script, *args[1:]]
     sys.path.insert(0, os.path.dirname(os.path.abspath(script)))
     try:
@@ -79,6 +81,20 @@ def main(argv: Sequence[str] | None = None) -> int:
         _close_hooks(attach)
         raise
     return 0 if _close_hooks(attach) else 1
+
+
+def _exit_on_sigterm() -> None:
+    """SIGTERM (how a job is stopped: Ctrl-C, `sdlocal stop`, a rule's StopTraining, the maximum
+    runtime) raises SystemExit(143) in the script, so the hooks below still write their last step,
+    collections and end marker and the timeline's open file gets its final name; Python's default
+    would end the process at once and leave those as .tmp files that are never uploaded. A script
+    that installs its own SIGTERM handler replaces this one, as on SageMaker."""
+    if signal.getsignal(signal.SIGTERM) is signal.SIG_DFL:
+        signal.signal(signal.SIGTERM, _raise_exit)
+
+
+def _raise_exit(signum: int, _frame: object) -> None:
+    raise SystemExit(128 + signum)
 
 
 def _close_hooks(attach: AutoAttach | None) -> bool:

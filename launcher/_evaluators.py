@@ -1,16 +1,20 @@
 """The job's rule evaluators: one per rule configuration, Debugger and profiler rules alike.
 
 `Evaluators` starts them through the runtime, notices the ones that exited (`settle`: an evaluator
-that exited without a final status gets `Error` with its exit code and last log lines) and stops
-them (`stop`: the ones without a final status get the status given, `Stopped` or `Error`). The
-launcher writes a status only where the evaluator left none: an evaluator's own verdict is never
-overwritten. The lifecycle calls `settle` while training runs and while the rules finish.
+that exited without a final status gets `Error` with how it ended (exit code, signal, OOM-kill),
+whether it died importing its custom rule file, and its last meaningful log lines:
+launcher/_evaluator_logs.py) and stops them (`stop`: the ones without a final status get the
+status given, `Stopped` or `Error`). The launcher writes a status only where the evaluator left
+none: an evaluator's own verdict is never overwritten. The lifecycle calls `settle` while training
+runs and while the rules finish, and `watchdog_notes` to relay what the evaluators' rule timeout
+says while it waits (evaluator/watchdog.py).
 """
 from __future__ import annotations
 
 from collections.abc import Callable
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 
+from launcher._evaluator_logs import LogFollower, death_details, summary_of_death, tail_lines
 from launcher.runtime import Handle, RuleLaunch, Runtime
 from launcher.spec import RuleSpec
 from trial.storage import Storage
@@ -24,6 +28,8 @@ class Evaluator:
     handle: Handle
     output: Storage  # the rule's rule-output prefix (status.json, reports, stop requests)
     settled: bool = False  # its final status is known (its own, or one the launcher wrote)
+    death: str = ""  # how it ended, when the launcher gave it Error ("its evaluator exited (code 1)")
+    follower: LogFollower | None = field(default=None, repr=False)
 
 
 class Evaluators:
@@ -62,12 +68,23 @@ class Evaluators:
             if e.settled or e.handle.poll() is None:
                 continue
             if not has_final_status(e.output):
-                last = " | ".join(e.handle.last_log_lines(5))
-                self._write(e, "Error", f"ClientError: the rule evaluator exited (code {e.handle.poll()}) "
-                                        f"without a final status. Last log lines: {last}")
+                lines, info = tail_lines(e.handle.log_path), e.handle.exit_info()
+                self._write(e, "Error", death_details(info, lines))
+                e.death = summary_of_death(info, lines)
                 failed.append(e)
             e.settled = True
         return failed
+
+    def watchdog_notes(self) -> list[tuple[Evaluator, str]]:
+        """What the evaluators' rule timeouts said since the last call (evaluator/watchdog.py)."""
+        notes = []
+        for e in self.started:
+            if e.settled:
+                continue
+            if e.follower is None:
+                e.follower = LogFollower(e.handle.log_path)
+            notes += [(e, note) for note in e.follower.watchdog_notes()]
+        return notes
 
     def pause(self, seconds: float) -> None:
         """Block until one of them exits, at most `seconds` (what a wait for them blocks on)."""

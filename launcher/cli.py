@@ -74,6 +74,20 @@ _endpoint_option = click.option(
     "--s3-endpoint-url", metavar="URL",
     help="S3 endpoint (MinIO, LocalStack, moto). Default: AWS_ENDPOINT_URL_S3, else AWS if you have "
          "credentials, else the embedded S3 server.")
+def _positive_seconds(ctx: click.Context, param: click.Parameter, value: float | None) -> float | None:
+    """Timeouts and intervals: a number of seconds > 0 (inf: no limit), else one usage error."""
+    if value is not None and not value > 0:  # also NaN
+        raise click.BadParameter(f"{value:g} is not a number of seconds > 0", ctx=ctx, param=param)
+    return value
+
+
+# evaluator.watchdog.DEFAULT_RULE_TIMEOUT_S (not imported here: `sdlocal --help` stays quick; a test
+# keeps the two equal)
+DEFAULT_RULE_TIMEOUT_S = 300.0
+_rule_timeout_option = click.option(
+    "--rule-timeout", type=float, default=DEFAULT_RULE_TIMEOUT_S, show_default=True, callback=_positive_seconds,
+    help="Seconds one call of a rule's own code may run: the import of a custom rule file, its constructor, "
+         "one step's invoke_at_step. Past it the rule ends Error (waiting for data does not count).")
 _work_dir_option = click.option(
     "--work-dir", type=click.Path(file_okay=False, path_type=Path),
     help="The job directory (default $SDLOCAL_HOME/jobs/<job>, SDLOCAL_HOME defaults to ~/.sdlocal).")
@@ -122,9 +136,11 @@ def cli(debug: bool) -> None:
 @_endpoint_option
 @_work_dir_option
 @click.option("--overwrite", is_flag=True, help="Replace the outputs of an earlier job with the same name.")
-@click.option("--rule-timeout", type=float, default=600.0, show_default=True,
-              help="Seconds the evaluators may run on after training ended.")
-@click.option("--poll-interval", type=float, default=1.0, show_default=True, help="Evaluators' polling interval (s).")
+@_rule_timeout_option
+@click.option("--rule-finish-timeout", type=float, default=600.0, show_default=True, callback=_positive_seconds,
+              help="Seconds the evaluators may run on after training ended; those still running then end Error.")
+@click.option("--poll-interval", type=float, default=1.0, show_default=True, callback=_positive_seconds,
+              help="Evaluators' polling interval (s).")
 @click.option("--runtime", type=click.Choice(["process", "docker", "auto"]), envvar="SDLOCAL_RUNTIME",
               default="auto", show_default=True,
               help="Where training and evaluators run: subprocesses, containers, or docker when its engine "
@@ -134,14 +150,18 @@ def cli(debug: bool) -> None:
               help="docker: memory limit of each evaluator container (default: its InstanceType's, else 2g).")
 @click.option("--rule-cpus", metavar="N",
               help="docker: CPU limit of each evaluator container (default: its InstanceType's, else 1).")
+@click.option("--training-user", metavar="UID[:GID]|root",
+              help="docker: the training container's user (default: you, or uid 1000 when sdlocal runs as root; "
+                   "`root` for an image that needs it).")
 @click.option("--json", "as_json", is_flag=True, help="Print the rule statuses as JSON.")
 @click.pass_context
 def run(ctx: click.Context, spec_file: Path | None, entry_point: str | None, source_dir: Path | None,
         job_name: str | None, hyperparameters: tuple[tuple[str, str], ...], rules: tuple[str, ...],
         rule_params: tuple[str, ...], custom_rules: tuple[str, ...], hook_params: tuple[tuple[str, str], ...],
         collections: Any, channels: tuple[tuple[str, str], ...], s3_output_path: str | None, s3_endpoint_url: str | None, work_dir: Path | None,
-        overwrite: bool, rule_timeout: float, poll_interval: float, runtime: str, keep_containers: bool,
-        rule_memory: str | None, rule_cpus: str | None, as_json: bool) -> None:
+        overwrite: bool, rule_timeout: float, rule_finish_timeout: float, poll_interval: float, runtime: str,
+        keep_containers: bool,
+        rule_memory: str | None, rule_cpus: str | None, training_user: str | None, as_json: bool) -> None:
     """Run a training job with its Debugger rules, like CreateTrainingJob on SageMaker.
 
     SPEC_FILE is a CreateTrainingJob request (JSON or YAML, e.g. the body the SageMaker Python SDK
@@ -149,11 +169,13 @@ def run(ctx: click.Context, spec_file: Path | None, entry_point: str | None, sou
 
       sdlocal run --entry-point train.py -p lr=0.1 --rule VanishingGradient --rule-param threshold=1e-6
     """
+    from launcher._job_types import describe_outcome
     from launcher._values import is_debugger_rule_image
     from launcher.job import RunOptions, run_job, stop_on_signals
     from launcher.runtime import ProcessRuntime
     from launcher.runtime._control import StopWatcher, register, unregister
     from launcher.runtime._docker_config import RuleLimits
+    from launcher.runtime._docker_config import training_user as parse_training_user
     from launcher.runtime._select import select_runtime
     from launcher.s3 import sdlocal_home
     from launcher.spec import DEFAULT_S3_OUTPUT_PATH, JobSpec, load_request
@@ -172,12 +194,13 @@ def run(ctx: click.Context, spec_file: Path | None, entry_point: str | None, sou
         click.echo(f"Ignored (SageMaker-only) fields: {', '.join(spec.ignored_fields)}", err=True)
     for warning in spec.warnings:
         click.echo(f"Warning: {warning}", err=True)
-    options = RunOptions(poll_interval_s=poll_interval, rule_timeout_s=rule_timeout, overwrite=overwrite)
+    options = RunOptions(poll_interval_s=poll_interval, rule_timeout_s=rule_finish_timeout,
+                         rule_call_timeout_s=rule_timeout, overwrite=overwrite)
     echo = lambda line: click.echo(line, err=True)  # noqa: E731
     all_rules = spec.debug_rules + spec.profiler_rules
     chosen = select_runtime(runtime, rule_images=[r.image for r in all_rules], training_image=spec.training_image,
                             limits=RuleLimits.from_flags(rule_memory, rule_cpus) if rule_memory or rule_cpus else None,
-                            keep=keep_containers, echo=echo)
+                            keep=keep_containers, training_user=parse_training_user(training_user), echo=echo)
     if isinstance(chosen, ProcessRuntime):
         for rule in all_rules:
             if not is_debugger_rule_image(rule.image):
@@ -197,9 +220,9 @@ def run(ctx: click.Context, spec_file: Path | None, entry_point: str | None, sou
             watcher.close()
             chosen.close()
             unregister(home, spec.job_name)
-    echo(f"Training job {result.job_name}: {result.training_status}")
-    if result.failure_reason:
-        echo(f"FailureReason: {result.failure_reason}")
+    echo(describe_outcome(result.job_name, {"TrainingJobStatus": result.training_status,
+                                            "SecondaryStatus": result.secondary_status,
+                                            "FailureReason": result.failure_reason}) or "")
     _print_statuses(result.statuses, as_json)
     if result.stopped:
         ctx.exit(130)
@@ -217,10 +240,14 @@ def run(ctx: click.Context, spec_file: Path | None, entry_point: str | None, sou
 def summary(job_name: str, s3_output_path: str | None, s3_endpoint_url: str | None, work_dir: Path | None,
             as_json: bool) -> None:
     """The rules' evaluation statuses of JOB_NAME (Debugger rules, then profiler rules)."""
-    from launcher.summary import rule_job_summary, rules_of_job
+    from launcher.summary import rule_job_summary, rules_of_job, training_outcome
 
     client = _endpoint(s3_endpoint_url).client()
-    refs = rules_of_job(client, job_name, output_path=s3_output_path, job_dir=_job_dir(job_name, work_dir).root)
+    job_dir = _job_dir(job_name, work_dir).root
+    refs = rules_of_job(client, job_name, output_path=s3_output_path, job_dir=job_dir)
+    outcome = training_outcome(job_name, job_dir)
+    if outcome:
+        click.echo(outcome, err=True)
     _print_statuses(rule_job_summary(client, refs), as_json)
 
 
@@ -244,7 +271,7 @@ def logs(job_name: str, rule_name: str | None, work_dir: Path | None) -> None:
 @cli.command()
 @click.argument("job_name")
 @_work_dir_option
-@click.option("--timeout", type=float, default=60.0, show_default=True,
+@click.option("--timeout", type=float, default=60.0, show_default=True, callback=_positive_seconds,
               help="Seconds to wait for the running launcher to stop the job.")
 def stop(job_name: str, work_dir: Path | None, timeout: float) -> None:
     """Stop a running job from another terminal (its rules end `Stopped`, as with Ctrl-C).
@@ -293,15 +320,20 @@ def _remove_job_containers(job_name: str) -> list[str]:
 @click.option("--rule", "rule_name", metavar="NAME", help="Built-in rule to run (see `sdlocal rules`).")
 @click.option("--param", "params", multiple=True, callback=_kv, metavar="K=V", help="A RuleParameter. Repeatable.")
 @click.option("--custom-rule", metavar="FILE.py:CLASS", help="Run a custom rule class from a file instead.")
+@_rule_timeout_option
 @_endpoint_option
 @click.option("--json", "as_json", is_flag=True, help="Print the final status as JSON.")
-def evaluate(trial: str, rule_name: str | None, params: tuple[tuple[str, str], ...], custom_rule: str | None,
-             s3_endpoint_url: str | None, as_json: bool) -> None:
+@click.pass_context
+def evaluate(ctx: click.Context, trial: str, rule_name: str | None, params: tuple[tuple[str, str], ...],
+             custom_rule: str | None, rule_timeout: float, s3_endpoint_url: str | None, as_json: bool) -> None:
     """Evaluate one rule on a finished TRIAL (a local folder or an s3:// debug-output prefix).
 
-    Exit 0 when the rule ran (IssuesFound or NoIssuesFound), 1 on Error.
+    The rule runs in an evaluator process of its own (a custom rule that exits, crashes or hangs
+    ends `Error`, saying how). Exit 0 when the rule ran (IssuesFound or NoIssuesFound), 1 on
+    Error, 130 when interrupted.
     """
-    from evaluator.api import evaluate_trial
+    from launcher._evaluate import evaluate_isolated
+    from launcher.job import stop_on_signals
 
     custom_file = None
     if custom_rule:
@@ -310,12 +342,15 @@ def evaluate(trial: str, rule_name: str | None, params: tuple[tuple[str, str], .
             raise click.BadParameter("expected FILE.py:CLASS", param_hint="--custom-rule")
     if not rule_name:
         raise click.UsageError("give --rule NAME or --custom-rule FILE.py:CLASS")
-    endpoint_url = None
-    if trial.startswith("s3://"):
-        endpoint_url = _endpoint(s3_endpoint_url).url
-    status = evaluate_trial(trial, rule_name, dict(params), custom_rule_file=custom_file, endpoint_url=endpoint_url)
-    row = status.to_dict()
+    endpoint_env = _endpoint(s3_endpoint_url).child_env() if trial.startswith("s3://") else {}
+    stop = threading.Event()
+    with stop_on_signals(stop):
+        row = evaluate_isolated(trial, rule_name, dict(params), custom_rule_file=custom_file,
+                                endpoint_env=endpoint_env, rule_timeout_s=rule_timeout, stop=stop,
+                                echo=lambda line: click.echo(line, err=True))
     _print_statuses([row], as_json)
+    if row["RuleEvaluationStatus"] == "Stopped":
+        ctx.exit(130)
     if row["RuleEvaluationStatus"] not in ("IssuesFound", "NoIssuesFound"):
         # the culprit (unknown rule, bad parameter, custom rule that fails to import, corrupt
         # tensor file) is in StatusDetails: say it once more on stderr as the command's error

@@ -7,7 +7,7 @@ It owns every part a job starts and their cleanup, in one place:
     configure local custom rule files uploaded, input/config/*.json and job.json written
     start     uploader, one evaluator per rule configuration (Debugger rules, then the profiler
               rules the evaluator can run), training, system sampler (ProfilerConfig, not disabled)
-    wait      for the training, with its deadline (RunOptions.max_runtime_s), a stop (Ctrl-C,
+    wait      for the training, with its deadline (StoppingCondition.MaxRuntimeInSeconds), a stop (Ctrl-C,
               SIGTERM, `sdlocal stop`) or a rule's StopTraining request; evaluators that die
               meanwhile get Error at once (`Evaluators.settle`)
     end       ALWAYS, whatever happened: training stopped if it runs, sampler stopped (its last
@@ -27,17 +27,25 @@ import threading
 import time
 from collections.abc import Callable
 from dataclasses import replace
+from datetime import datetime, timezone
 from pathlib import Path
 from typing import Any
 
 from evaluator.actions import StopRequest
 from launcher._artifacts import failure_reason, publish_folder, write_success
 from launcher._evaluators import Evaluators, profiler_rule_runs
-from launcher._job_types import DEFAULT_OPTIONS, JobResult, RunOptions
+from launcher._job_types import (
+    DEFAULT_OPTIONS,
+    MAX_RUNTIME_EXCEEDED,
+    MAX_RUNTIME_MESSAGE,
+    JobResult,
+    RunOptions,
+)
 from launcher._prepare import claim_job_name, stage_inputs
 from launcher._status_keeper import KeptStatus
 from launcher._wait import Deadline, wait_for
 from launcher.actions import StopRequestWatcher
+from launcher.errors import JobError
 from launcher.platform import END_MARKER, JobDir, Uploader, UploadTarget, update_record, write_configs
 from launcher.runtime import DataInput, Handle, RuleLaunch, Runtime, TrainingLaunch
 from launcher.s3 import EmbeddedS3, EmbeddedWatchdog, S3Endpoint, sdlocal_home
@@ -105,6 +113,7 @@ class JobLifecycle:
         self.exit_code: int | None = None
         self.stopped_by: StopRequest | None = None  # a rule's StopTraining action
         self.max_runtime_exceeded = False
+        self.max_runtime_exceeded_at: str | None = None  # when the training was told to stop (ISO 8601)
         self.training_ended = False  # an outcome is known (else: an error cut the run short)
         self.uploaded_all = False
         self._next_check = clock()  # of the evaluators (RunOptions.settle_interval_s)
@@ -121,6 +130,13 @@ class JobLifecycle:
         keeper = KeptStatus(self.storage(uri))
         self.status_keepers.append(keeper)
         return keeper
+
+    @property
+    def max_runtime_s(self) -> float:
+        """The training's deadline: RunOptions.max_runtime_s if set, else the request's StoppingCondition."""
+        if self.options.max_runtime_s is not None:
+            return self.options.max_runtime_s
+        return float(self.spec.stopping.max_runtime_s)
 
     @property
     def profiling(self) -> bool:
@@ -145,6 +161,7 @@ class JobLifecycle:
             remove_listener()
 
     def _run(self) -> JobResult:
+        self.check_container_settings()
         self.echo(self.endpoint.describe())
         claim_job_name(self.spec, self.job_dir, self.bucket, ensure_buckets=self.endpoint.source != "aws",
                        overwrite=self.options.overwrite)
@@ -169,6 +186,20 @@ class JobLifecycle:
             self.echo(f"Warning: {len(self.upload_errors)} upload attempt(s) failed; last: {self.upload_errors[-1]}")
         return replace(result, statuses=self.statuses(), failure_reason=reason, model_artifacts=artifacts)
 
+    def check_container_settings(self) -> None:
+        """EnableNetworkIsolation honoured (a runtime that can cut the training off the network) or
+        refused; EnableInterContainerTrafficEncryption said to hold trivially (launcher/_job_settings.py)."""
+        settings = self.spec.containers
+        if settings.network_isolation and not self.runtime.isolates_network:
+            raise JobError("EnableNetworkIsolation: a training process of this host cannot be cut off the network; "
+                           "run the job with --runtime docker (its training container then has no network)")
+        if settings.network_isolation:
+            self.echo("EnableNetworkIsolation: the training container has no network (the launcher stages the "
+                      "inputs and uploads the outputs)")
+        if settings.traffic_encryption:
+            self.echo("EnableInterContainerTrafficEncryption: sdlocal runs one training container: there is no "
+                      "traffic between training instances to encrypt")
+
     def configure(self) -> None:
         def upload(path: Path, uri: str) -> None:
             bucket, _, key = uri[len("s3://"):].partition("/")
@@ -178,6 +209,12 @@ class JobLifecycle:
         self.profiler_rules = tuple(r for r in self.spec.profiler_rules if r.name in self._runnable)
         unevaluated = [r.name for r in self.spec.profiler_rules if r.name not in self._runnable]
         write_configs(self.spec, self.job_dir, self.endpoint.url, unevaluated=unevaluated)
+        stopping = self.spec.stopping
+        update_record(self.job_dir, StoppingCondition={
+            "MaxRuntimeInSeconds": stopping.max_runtime_s, "MaxWaitTimeInSeconds": stopping.max_wait_s,
+            "MaxPendingTimeInSeconds": stopping.max_pending_s},
+            EnableNetworkIsolation=self.spec.containers.network_isolation,
+            EnableInterContainerTrafficEncryption=self.spec.containers.traffic_encryption)
         if unevaluated:
             self.echo(f"Profiler rules are not evaluated yet: {', '.join(unevaluated)}")
 
@@ -236,15 +273,18 @@ class JobLifecycle:
             self._check_evaluators()
             return None
 
-        waited = wait_for(ended, Deadline.after(options.max_runtime_s, self.clock), interval=0.2,
+        max_runtime = self.max_runtime_s
+        waited = wait_for(ended, Deadline.after(max_runtime, self.clock), interval=0.2,
                           pause=training.wait, stop=self.stop)
         if waited.stopped:
             self.echo("Stopping the training job ...")
             training.stop(options.stop_grace_s)
         elif waited.timed_out:
-            self.echo(f"Training job {spec.job_name} ran past its maximum runtime ({options.max_runtime_s:g} s): "
-                      "stopping it; the rules finish their evaluation")
-            self.exit_code = training.stop(options.stop_grace_s)
+            self.echo(f"Training job {spec.job_name}: {MAX_RUNTIME_EXCEEDED}: {MAX_RUNTIME_MESSAGE} "
+                      f"(StoppingCondition.MaxRuntimeInSeconds: {max_runtime:g} s) Stopping it (SIGTERM, "
+                      f"SIGKILL after {options.max_runtime_grace_s:g} s); the rules finish their evaluation")
+            self.max_runtime_exceeded_at = _iso_now()
+            self.exit_code = training.stop(options.max_runtime_grace_s)
             self.max_runtime_exceeded = True
         elif waited.value is not None and waited.value[0] == "rule":
             self.stopped_by = request = waited.value[1]
@@ -277,9 +317,11 @@ class JobLifecycle:
         if self.clock() < self._next_check:
             return
         self._next_check = self.clock() + self.options.settle_interval_s
+        for _, note in self.evaluators.watchdog_notes():
+            self.echo(note)
         for e in self._look(self.evaluators.settle) or ():
-            self.echo(f"Rule {e.rule.name}: its evaluator exited (code {e.handle.poll()}) without a "
-                      "status: Error (see `sdlocal logs --rule`)")
+            self.echo(f"Rule {e.rule.name}: {e.death} without a status: Error "
+                      f"(see `sdlocal logs {self.spec.job_name} --rule {e.rule.name}`)")
 
     def end_training(self) -> None:
         """Whatever happened: stop what runs, upload what exists, mark the end."""
@@ -335,7 +377,12 @@ class JobLifecycle:
                 self.echo(f"Model artifacts: {artifacts}")
             except Exception as e:  # noqa: BLE001 - the rules still need their wait; say it and go on
                 self.echo(f"Warning: could not publish the model artifacts to {spec.model_artifacts}: {_one_line(e)}")
-        update_record(job_dir, TrainingJobStatus=result.training_status, FailureReason=reason,
+        transitions = None
+        if result.secondary_status == MAX_RUNTIME_EXCEEDED:  # DescribeTrainingJob's last transition
+            transitions = [{"Status": MAX_RUNTIME_EXCEEDED, "StartTime": self.max_runtime_exceeded_at,
+                            "EndTime": _iso_now(), "StatusMessage": MAX_RUNTIME_MESSAGE}]
+        update_record(job_dir, TrainingJobStatus=result.training_status, SecondaryStatus=result.secondary_status,
+                      SecondaryStatusTransitions=transitions, FailureReason=reason,
                       ModelArtifacts={"S3ModelArtifacts": artifacts} if artifacts else None)
         return reason, artifacts
 
@@ -390,7 +437,7 @@ class JobLifecycle:
             hyperparameters=tuple(spec.hyperparameters.items()), config_dir=job_dir.config_dir,
             model_dir=job_dir.model, log_path=job_dir.logs / "training.log", image=spec.training_image, env=env,
             training_env=spec.training_environment(), environment=tuple(spec.environment.items()),
-            data_inputs=data_inputs,
+            data_inputs=data_inputs, network_isolation=spec.containers.network_isolation,
         )
 
     def _rule_launch(self, rule: RuleSpec, env: tuple[tuple[str, str], ...]) -> RuleLaunch:
@@ -404,8 +451,12 @@ class JobLifecycle:
             debug_output=spec.debug_output, rule_output=rule.output, log_path=self.job_dir.rule_log(rule.name),
             profiler_output=profiler_output, poll_interval_s=options.poll_interval_s,
             collections_timeout_s=options.collections_timeout_s, image=rule.image, env=env,
-            instance_type=rule.instance_type,
+            instance_type=rule.instance_type, rule_timeout_s=options.rule_call_timeout_s,
         )
+
+
+def _iso_now() -> str:
+    return datetime.now(timezone.utc).strftime("%Y-%m-%dT%H:%M:%SZ")
 
 
 def _ignored_stop(request: StopRequest, job_name: str) -> str:

@@ -19,6 +19,12 @@ import yaml
 
 from launcher._collections import CollectionConfig, merge_collections, rule_default_collections
 from launcher._inputs import Channel, parse_channels, parse_environment, parse_instance_type, parse_source_dir
+from launcher._job_settings import (
+    ContainerSettings,
+    StoppingCondition,
+    parse_container_settings,
+    parse_stopping_condition,
+)
 from launcher._values import (
     MAX_MAP_ENTRIES,
     MAX_NAME_CHARS,
@@ -43,6 +49,7 @@ _USED_FIELDS = frozenset(
         "TrainingJobName", "DebugHookConfig", "DebugRuleConfigurations", "ProfilerRuleConfigurations",
         "ProfilerConfig", "TensorBoardOutputConfig", "HyperParameters", "EntryPoint", "SourceDir",
         "AlgorithmSpecification", "InputDataConfig", "Environment", "ResourceConfig", "OutputDataConfig",
+        "StoppingCondition", "EnableNetworkIsolation", "EnableInterContainerTrafficEncryption",  # _job_settings.py
     }
 )
 _RULE_FIELDS = frozenset({"RuleConfigurationName", "RuleEvaluatorImage", "RuleParameters", "InstanceType"})
@@ -138,6 +145,8 @@ class JobSpec:
     instance_type: str = "local"
     source_s3_uri: str | None = None  # an s3:// sourcedir.tar.gz, unpacked into the job's code folder
     model_output: str = ""  # <OutputDataConfig.S3OutputPath or the job's output base>/<job>/output
+    stopping: StoppingCondition = field(default_factory=StoppingCondition)
+    containers: ContainerSettings = field(default_factory=ContainerSettings)  # network isolation, encryption
 
     @property
     def model_artifacts(self) -> str:
@@ -298,6 +307,7 @@ def _parse(
         request_hyperparameters=raw_hp, channels=channels, environment=parse_environment(req.get("Environment")),
         instance_type=instance_type, source_s3_uri=source_uri,
         model_output=f"{model_base}/{job}/output",
+        stopping=parse_stopping_condition(req.get("StoppingCondition")), containers=parse_container_settings(req),
     )
 
 

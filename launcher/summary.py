@@ -68,6 +68,18 @@ def rules_of_job(client: Any, job_name: str, *, output_path: str | None, job_dir
     return [RuleRef(name, f"{job.uri}/rule-output/{name}") for name in names]
 
 
+def training_outcome(job_name: str, job_dir: Path | None) -> str | None:
+    """How the training ended, from the local job record (`sdlocal run` writes it): TrainingJobStatus,
+    SecondaryStatus where it says more (MaxRuntimeExceeded), FailureReason; None without a record."""
+    from launcher._job_types import describe_outcome
+
+    try:
+        record = json.loads((job_dir / "job.json").read_text()) if job_dir is not None else None
+    except (OSError, ValueError):
+        return None
+    return describe_outcome(job_name, record) if isinstance(record, dict) else None
+
+
 def format_table(rows: Sequence[dict[str, Any]]) -> str:
     if not rows:
         return "No rule evaluation statuses."

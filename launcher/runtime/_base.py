@@ -7,6 +7,7 @@ from __future__ import annotations
 
 import abc
 import json
+import signal
 import sys
 from collections.abc import Mapping
 from dataclasses import dataclass, field
@@ -42,6 +43,7 @@ class TrainingLaunch:
     training_env: TrainingEnvironment | None = None  # what the SageMaker training toolkit tells the script
     environment: tuple[tuple[str, str], ...] = ()  # the request's Environment
     data_inputs: tuple[DataInput, ...] = ()
+    network_isolation: bool = False  # EnableNetworkIsolation: no network at all for the training
 
     @property
     def job_root(self) -> Path:
@@ -92,6 +94,7 @@ class RuleLaunch:
     image: str | None = None
     env: tuple[tuple[str, str], ...] = ()
     instance_type: str | None = None  # RuleConfiguration.InstanceType (docker runtime: container limits)
+    rule_timeout_s: float | None = None  # one call of the rule's code (evaluator/watchdog.py)
 
     def to_env(self) -> dict[str, str]:
         env = {
@@ -107,6 +110,7 @@ class RuleLaunch:
             "SDLOCAL_POLL_INTERVAL_S": self.poll_interval_s,
             "SDLOCAL_DEADLINE_S": self.deadline_s,
             "SDLOCAL_COLLECTIONS_TIMEOUT_S": self.collections_timeout_s,
+            "SDLOCAL_RULE_TIMEOUT_S": self.rule_timeout_s,
         }
         env.update({k: str(v) for k, v in optional.items() if v is not None})
         env.update(dict(self.env))
@@ -114,6 +118,54 @@ class RuleLaunch:
 
     def to_process_kwargs(self, python: str = sys.executable) -> dict[str, Any]:
         return {"args": [python, "-m", "evaluator"], "cwd": str(self.log_path.parent), "env": self.to_env()}
+
+
+def _size(n: int) -> str:
+    for unit, size in (("GiB", 1024**3), ("MiB", 1024**2), ("KiB", 1024)):
+        if n >= size:
+            return f"{n / size:.4g} {unit}"
+    return f"{n} bytes"
+
+
+def _signal_name(number: int) -> str:
+    try:
+        return signal.Signals(number).name
+    except ValueError:
+        return f"signal {number}"
+
+
+@dataclass(frozen=True)
+class ExitInfo:
+    """How a training or evaluator ended, as far as its runtime can tell.
+
+    `code`: the exit status as the runtime reports it (a process killed by signal N: -N; a
+    container: its main process's, 128+N for signal N). `oom_killed`: the engine says the
+    container's memory cgroup killed it (docker's State.OOMKilled); a host process killed by the
+    kernel's OOM killer is only known to have got SIGKILL, so it reads "killed by signal 9"."""
+
+    code: int
+    signal: int | None = None
+    oom_killed: bool = False
+    memory_limit_bytes: int | None = None
+
+    @classmethod
+    def of_process(cls, returncode: int) -> ExitInfo:
+        return cls(returncode, -returncode if returncode < 0 else None)
+
+    @classmethod
+    def of_container(cls, code: int, oom_killed: bool = False, memory_limit_bytes: int | None = None) -> ExitInfo:
+        return cls(code, code - 128 if 128 < code < 160 else None, oom_killed, memory_limit_bytes or None)
+
+    def describe(self) -> str:
+        """'exited (code 1)', 'was killed by signal 9 (SIGKILL)', 'was OOM-killed (code 137: ...)'."""
+        if self.oom_killed:
+            limit = f" of {_size(self.memory_limit_bytes)}" if self.memory_limit_bytes else ""
+            return f"was OOM-killed (code {self.code}: over its memory limit{limit})"
+        if self.signal is not None and self.code < 0:
+            return f"was killed by signal {self.signal} ({_signal_name(self.signal)})"
+        if self.signal is not None:
+            return f"exited (code {self.code}: killed by signal {self.signal}, {_signal_name(self.signal)})"
+        return f"exited (code {self.code})"
 
 
 @dataclass
@@ -137,6 +189,11 @@ class Handle(abc.ABC):
     def stop(self, grace: float) -> int | None:
         """Ask it to stop (SIGTERM), kill it after `grace` seconds; the exit code."""
 
+    def exit_info(self) -> ExitInfo | None:
+        """How it ended (None while it runs)."""
+        code = self.poll()
+        return None if code is None else ExitInfo.of_process(code)
+
     def container_pid(self) -> int | None:
         """The host pid of the container's main process while it runs (the system sampler reads its
         cgroup); None for a process of this host, whose figures are the host's."""
@@ -153,6 +210,8 @@ class Handle(abc.ABC):
 
 
 class Runtime(abc.ABC):
+    isolates_network = False  # can run the training with no network at all (EnableNetworkIsolation)
+
     @abc.abstractmethod
     def start_training(self, launch: TrainingLaunch) -> Handle: ...
 

@@ -4,6 +4,14 @@ internal network whose only way out is an S3 gateway container.
     evaluator ─┐ job network (internal) ┌ s3-gateway ─ default bridge ─ host relay (docker0 IP) ─ S3 endpoint
     training  ─┘                        └ (relay)
 
+The training container sits on the job network only: it reaches S3 through the gateway and
+nothing else (not the host, not the internet; with AWS's own S3 the job network is not internal:
+the containers need the internet to reach it). With EnableNetworkIsolation it has no network at
+all and no S3 credentials: the launcher stages its inputs and uploads its outputs, as SageMaker's
+platform does. It runs as a non-root user (`--training-user`, `training_user()`): the one running
+sdlocal, or uid 1000 when that is root, whose writable folders (output/, model/) are then given
+to it; an input it could not read is one line before anything starts.
+
 Every container and the network carry `sdlocal.job`, `sdlocal.run` and `sdlocal.role` labels
 (`sdlocal.rule` for evaluators); `close()` removes this run's containers and network unless `keep`.
 Container output is copied, as it comes, into the job's log files (`sdlocal logs` works after removal).
@@ -22,19 +30,23 @@ from typing import Any
 
 from launcher.errors import RuntimeLaunchError
 from launcher.runtime import _relay
-from launcher.runtime._base import Handle, RuleLaunch, Runtime, TrainingLaunch
+from launcher.runtime._base import ExitInfo, Handle, RuleLaunch, Runtime, TrainingLaunch
 from launcher.runtime._docker_config import (
     CODE_DIR,
     GATEWAY_PORT,
     OPT_ML,
+    ContainerUser,
     Endpoint,
     RuleLimits,
     container_name,
     host_resources,
     map_env,
+    own_writable_mounts,
     rule_image,
     training_image,
     training_mounts,
+    training_user,
+    unreadable_input,
     write_container_config,
 )
 
@@ -65,6 +77,7 @@ class DockerHandle(Handle):
         super().__init__(name, log_path, labels)
         self.container = container
         self._exit: int | None = None
+        self._exit_info: ExitInfo | None = None
         self._done = threading.Event()
         self._closing = threading.Event()
         log_path.parent.mkdir(parents=True, exist_ok=True)
@@ -100,8 +113,22 @@ class DockerHandle(Handle):
             except docker.errors.DockerException:
                 break
         self._log_thread.join(10.0)  # the log file holds the last lines before poll() says "exited"
+        self._exit_info = self._inspect_exit(code)
         self._exit = code
         self._done.set()
+
+    def _inspect_exit(self, code: int) -> ExitInfo:
+        """How the container ended: the engine knows whether its memory cgroup killed it."""
+        failures: tuple[type[BaseException], ...] = (*_docker_errors(), ValueError, TypeError, AttributeError)
+        try:
+            self.container.reload()
+            state, host = self.container.attrs.get("State") or {}, self.container.attrs.get("HostConfig") or {}
+            return ExitInfo.of_container(code, bool(state.get("OOMKilled")), int(host.get("Memory") or 0))
+        except failures:  # removed already (sdlocal stop, docker rm -f), or the engine is away
+            return ExitInfo.of_container(code)
+
+    def exit_info(self) -> ExitInfo | None:
+        return self._exit_info if self._done.is_set() else None
 
     def poll(self) -> int | None:
         return self._exit
@@ -138,6 +165,8 @@ class DockerHandle(Handle):
 class DockerRuntime(Runtime):
     """One job's containers. Create it per job run; call `close()` when the job ended (always)."""
 
+    isolates_network = True
+
     def __init__(
         self,
         client: Any,
@@ -146,7 +175,7 @@ class DockerRuntime(Runtime):
         evaluator_image: str,
         limits: RuleLimits | None = None,
         keep: bool = False,
-        training_internet: bool = True,
+        training_user: ContainerUser | None = None,
         echo: Callable[[str], None] = print,
         run_id: str | None = None,
     ) -> None:
@@ -155,7 +184,7 @@ class DockerRuntime(Runtime):
         self.evaluator_image = evaluator_image
         self.limits = limits  # None: each rule's InstanceType, else RuleLimits()
         self.keep = keep
-        self.training_internet = training_internet
+        self.training_user = training_user  # None: default_training_user() when training starts
         self.echo = echo
         self.run_id = run_id or uuid.uuid4().hex[:8]
         self.handles: list[DockerHandle] = []
@@ -244,14 +273,15 @@ class DockerRuntime(Runtime):
         self._gateway_url = endpoint.via(ip)
 
     # -- containers ------------------------------------------------------------------------------
-    def _run(self, name: str, log_path: Path, labels: dict[str, str], internet: bool, **kwargs: Any) -> DockerHandle:
+    def _run(self, name: str, log_path: Path, labels: dict[str, str], *, isolated: bool = False,
+             **kwargs: Any) -> DockerHandle:
+        """A container on the job network (`isolated`: on no network at all)."""
+        network = {"network_mode": "none"} if isolated else {"network": self._network.name}
         try:
             container = self.client.containers.create(
                 name=container_name("sdlocal", labels["sdlocal.job"], *name.split(), self.run_id),
-                labels=labels, network=self._network.name, init=True, **kwargs,
+                labels=labels, init=True, **network, **kwargs,
             )
-            if internet and not self._aws:
-                self.client.networks.get("bridge").connect(container)
             container.start()
         except _docker_errors() as e:
             raise RuntimeLaunchError(f"cannot start {name}: {' '.join(str(e).split())}") from e
@@ -261,7 +291,11 @@ class DockerRuntime(Runtime):
 
     def start_training(self, launch: TrainingLaunch) -> DockerHandle:
         # the SM_* variables name the container's /opt/ml; no GPU is passed to the container
-        env = self._ensure_network(launch.job_name, launch.container_env(OPT_ML, CODE_DIR, num_gpus=0))
+        env = launch.container_env(OPT_ML, CODE_DIR, num_gpus=0)
+        if launch.network_isolation:  # no network, hence no S3 endpoint or credentials either
+            env = {k: v for k, v in env.items() if not k.startswith("AWS_")}
+        else:
+            env = self._ensure_network(launch.job_name, env)
         image, note = training_image(launch.image, self.training_image, self.image_exists)
         if note:
             self.echo(note)
@@ -269,14 +303,32 @@ class DockerRuntime(Runtime):
         mounts = training_mounts(launch.source_dir, launch.config_dir, launch.model_dir, container_config,
                                  launch.data_inputs)
         write_container_config(launch.config_dir, container_config, mounts)
-        env = {**map_env(env, mounts), "HOME": "/tmp"}
+        user = self.training_user or training_user(None)
+        self._give_folders(user, mounts, launch)
+        env = {**map_env(env, mounts), "HOME": "/tmp", "USER": "sdlocal" if not user.is_root else "root"}
         argv = launch.argv("python")
         return self._run(
             f"training {launch.job_name}", launch.log_path, self._labels(launch.job_name, "training"),
-            self.training_internet, image=image, entrypoint=argv[:1], command=argv[1:], environment=env,
-            working_dir="/opt/ml/code", user=f"{os.getuid()}:{os.getgid()}",
-            volumes=dict(m.to_volume() for m in mounts), shm_size="1g",
+            isolated=launch.network_isolation, image=image, entrypoint=argv[:1], command=argv[1:], environment=env,
+            working_dir="/opt/ml/code", user=user.to_docker(), volumes=dict(m.to_volume() for m in mounts),
+            shm_size="1g",
         )
+
+    @staticmethod
+    def _give_folders(user: ContainerUser, mounts: list[Any], launch: TrainingLaunch) -> None:
+        """The training's writable folders are its user's; its inputs are readable by it (else one line)."""
+        inputs = [launch.source_dir, launch.source_dir / launch.entry_point]
+        config = next(m.source for m in mounts if m.container.endswith("/input/config"))
+        inputs += [config, *sorted(config.glob("*.json"))] if config is not None else []
+        inputs += [d.host for d in launch.data_inputs]
+        problem = unreadable_input(inputs, user)
+        if problem:
+            raise RuntimeLaunchError(problem)
+        try:
+            own_writable_mounts(mounts, user, host_is_root=os.geteuid() == 0)
+        except OSError as e:
+            raise RuntimeLaunchError(f"cannot give the job's output folders to the training container's user "
+                                     f"(uid {user.uid}): {e}; or run it as root with --training-user root") from e
 
     def start_rule(self, launch: RuleLaunch, **override: Any) -> DockerHandle:
         """The evaluator container (`override`: container options replaced, e.g. by tests)."""
@@ -289,7 +341,7 @@ class DockerRuntime(Runtime):
             "working_dir": "/tmp", **_HARDENING, **self.rule_limits(launch).to_docker_kwargs(), **override,
         }
         labels = self._labels(launch.job_name, "rule", **{"sdlocal.rule": launch.rule_name})
-        return self._run(f"rule {launch.rule_name}", launch.log_path, labels, False, **kwargs)
+        return self._run(f"rule {launch.rule_name}", launch.log_path, labels, **kwargs)
 
     def rule_limits(self, launch: RuleLaunch) -> RuleLimits:
         """--rule-memory/--rule-cpus if given, else the rule's InstanceType (capped at this host),

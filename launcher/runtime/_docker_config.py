@@ -205,3 +205,86 @@ class Endpoint:
         return f"{self.scheme}://{gateway_ip}:{GATEWAY_PORT}"
 
 
+
+
+# -- the training container's user -------------------------------------------------------------
+CONTAINER_UID = 1000  # the evaluator image's `sdlocal` user; the training runs as it when sdlocal runs as root
+
+
+@dataclass(frozen=True)
+class ContainerUser:
+    uid: int
+    gid: int
+
+    @property
+    def is_root(self) -> bool:
+        return self.uid == 0
+
+    def to_docker(self) -> str:
+        return f"{self.uid}:{self.gid}"
+
+
+def training_user(value: str | None, host_uid: int | None = None, host_gid: int | None = None) -> ContainerUser:
+    """`--training-user`: None (default) runs the training as the user running sdlocal, or as uid/gid
+    1000 when that is root; `root` as root (an image that needs it); `UID[:GID]` as given (GID
+    defaults to UID). Never a name: the runtime must know the numbers to own the job's folders."""
+    host_uid = os.getuid() if host_uid is None else host_uid
+    host_gid = os.getgid() if host_gid is None else host_gid
+    if value is None or not value.strip():
+        return ContainerUser(CONTAINER_UID, CONTAINER_UID) if host_uid == 0 else ContainerUser(host_uid, host_gid)
+    text = value.strip()
+    if text == "root":
+        return ContainerUser(0, 0)
+    uid, sep, gid = text.partition(":")
+    if not uid.isdigit() or (sep and not gid.isdigit()):
+        raise RuntimeLaunchError(f"--training-user: {value!r} is not root or UID[:GID] (numbers)")
+    return ContainerUser(int(uid), int(gid or uid))
+
+
+def _can(path: Path, user: ContainerUser, bits: int) -> bool:
+    """Whether `user` (its own uid and gid only: a numeric user has no other groups) has the `bits`
+    (4 read, 2 write, 1 execute/search) on `path`, from its mode alone."""
+    if user.is_root:
+        return True
+    st = path.stat()
+    if st.st_uid == user.uid:
+        mode = st.st_mode >> 6
+    elif st.st_gid == user.gid:
+        mode = st.st_mode >> 3
+    else:
+        mode = st.st_mode
+    return mode & bits == bits
+
+
+def own_writable_mounts(mounts: Iterable[Mount], user: ContainerUser, *, host_is_root: bool) -> None:
+    """The training's writable folders (output/, model/) made the container user's: sdlocal as root
+    gives them to it (they are the job's own, made for this run); otherwise they must already be
+    writable by it (the default user is the one running sdlocal, who made them)."""
+    for m in mounts:
+        if m.read_only or user.is_root:
+            continue
+        path = m.source or m.host
+        if host_is_root:
+            for folder, dirs, files in os.walk(path):
+                for name in [folder, *(os.path.join(folder, n) for n in dirs + files)]:
+                    os.chown(name, user.uid, user.gid, follow_symlinks=False)
+        elif not _can(path, user, 7):
+            raise RuntimeLaunchError(f"the training container runs as uid {user.uid} and cannot write to {path} "
+                                     f"(owner uid {path.stat().st_uid}): leave out --training-user to run it as yourself")
+
+
+def unreadable_input(paths: Iterable[Path], user: ContainerUser) -> str | None:
+    """The first of the training's inputs (code folder, entry point, config files, channels) that
+    `user` cannot read, as one line; None when it can read them all."""
+    for path in paths:
+        try:
+            folder = path.is_dir()
+            if _can(path, user, 5 if folder else 4):
+                continue
+            st = path.stat()
+        except OSError:
+            continue  # missing: the mount fails with the engine's own message
+        return (f"the training container runs as uid {user.uid} and cannot read {path} (owner uid {st.st_uid}, "
+                f"mode {st.st_mode & 0o777:04o}): make it readable (chmod o+r{'x' if folder else ''}) "
+                "or run the training as root with --training-user root")
+    return None

@@ -62,6 +62,9 @@ class ProcessRuntime(Runtime):
         self.num_gpus = num_gpus
 
     def start_training(self, launch: TrainingLaunch) -> ProcessHandle:
+        if launch.network_isolation:
+            raise RuntimeLaunchError("EnableNetworkIsolation: a training process of this host cannot be cut off "
+                                     "the network; use the docker runtime")
         if self.num_gpus is None:
             self.num_gpus = count_gpus()
         return self._start(f"training {launch.job_name}", launch.log_path,
@@ -73,21 +76,27 @@ class ProcessRuntime(Runtime):
                            {"sdlocal.job": launch.job_name, "sdlocal.role": "rule", "sdlocal.rule": launch.rule_name})
 
     def _start(self, name: str, log_path: Path, kwargs: dict[str, Any], labels: dict[str, str]) -> ProcessHandle:
-        env = {**self.base_env, **kwargs["env"]}
-        # The child imports hook/evaluator from this checkout even from another working directory,
-        # and user code's `import smdebug` gets sdlocal's (trial/smdebug_shim.py).
-        env["PYTHONPATH"] = os.pathsep.join(
-            filter(None, [str(compat_dir()), str(REPO_ROOT), env.get("PYTHONPATH")]))
-        log_path.parent.mkdir(parents=True, exist_ok=True)
-        try:
-            with open(log_path, "ab") as log:
-                proc = subprocess.Popen(
-                    kwargs["args"], cwd=kwargs["cwd"], env=env, stdin=subprocess.DEVNULL,
-                    stdout=log, stderr=subprocess.STDOUT, start_new_session=True,
-                )
-        except OSError as e:
-            raise RuntimeLaunchError(f"cannot start {name}: {e}") from e
-        return ProcessHandle(name, log_path, proc, labels)
+        return start_process(name, log_path, kwargs["args"], cwd=kwargs["cwd"],
+                             env={**self.base_env, **kwargs["env"]}, labels=labels)
+
+
+def start_process(name: str, log_path: Path, args: list[str], *, cwd: str, env: Mapping[str, str],
+                  labels: Mapping[str, str] | None = None) -> ProcessHandle:
+    """`args` in a process group of its own, stdout and stderr appended to `log_path`."""
+    env = dict(env)
+    # The child imports hook/evaluator from this checkout even from another working directory,
+    # and user code's `import smdebug` gets sdlocal's (trial/smdebug_shim.py).
+    env["PYTHONPATH"] = os.pathsep.join(filter(None, [str(compat_dir()), str(REPO_ROOT), env.get("PYTHONPATH")]))
+    log_path.parent.mkdir(parents=True, exist_ok=True)
+    try:
+        with open(log_path, "ab") as log:
+            proc = subprocess.Popen(
+                args, cwd=cwd, env=env, stdin=subprocess.DEVNULL,
+                stdout=log, stderr=subprocess.STDOUT, start_new_session=True,
+            )
+    except OSError as e:
+        raise RuntimeLaunchError(f"cannot start {name}: {e}") from e
+    return ProcessHandle(name, log_path, proc, labels)
 
 
 def wait_all(handles: list[Handle], timeout: float, *, clock: Any = time.monotonic, interval: float = 0.2) -> bool:

@@ -6,7 +6,7 @@ from typing import Any
 
 from launcher.errors import RuntimeLaunchError
 from launcher.runtime._base import Runtime
-from launcher.runtime._docker_config import RuleLimits
+from launcher.runtime._docker_config import ContainerUser, RuleLimits
 from launcher.runtime._process import ProcessRuntime
 
 RUNTIMES = ("process", "docker", "auto")
@@ -31,6 +31,7 @@ def select_runtime(
     training_image: str | None,
     limits: RuleLimits | None = None,
     keep: bool = False,
+    training_user: ContainerUser | None = None,
     echo: Callable[[str], None] = print,
     docker_client: Callable[[], Any] = _docker_client,
 ) -> Runtime:
@@ -54,7 +55,7 @@ def select_runtime(
         echo(f"Runtime: process ({why})")
         return ProcessRuntime()
     runtime = DockerRuntime(client, training_image=images.training_image(), evaluator_image=images.evaluator_image(),
-                            limits=limits, keep=keep, echo=echo)
+                            limits=limits, keep=keep, training_user=training_user, echo=echo)
     missing = runtime.missing_images(list(rule_images), training_image)
     if missing:
         client.close()

@@ -86,7 +86,7 @@ def test_example_job_same_verdicts_one_container_per_rule(
 
 
 def test_training_crash_leaves_nothing(docker_client: Any, sdlocal_images: Any, moto_server: str,
-                                       tmp_path: Path) -> None:
+                                       s3_client: Any, tmp_path: Path) -> None:
     job = f"dk-crash-{uuid.uuid4().hex[:6]}"
     code, rows, err = finish(sdlocal(["run", "examples/job.yaml", "--job-name", job, "-p", "steps=200",
                                       "-p", "fail-at-step=5"], tmp_path, moto_server))
@@ -94,9 +94,11 @@ def test_training_crash_leaves_nothing(docker_client: Any, sdlocal_images: Any, 
     assert "Training failed" in err
     assert all(r["RuleEvaluationStatus"] in {"IssuesFound", "NoIssuesFound", "Error"} for r in rows), rows
     assert leftovers(docker_client, job) == []
+    assert not_uploaded(s3_client, tmp_path / "jobs" / job, job) == []  # what the crashed training wrote
 
 
-def test_interrupt_leaves_nothing(docker_client: Any, sdlocal_images: Any, moto_server: str, tmp_path: Path) -> None:
+def test_interrupt_leaves_nothing(docker_client: Any, sdlocal_images: Any, moto_server: str, s3_client: Any,
+                                  tmp_path: Path) -> None:
     job = f"dk-int-{uuid.uuid4().hex[:6]}"
     proc = sdlocal(["run", "examples/job.yaml", "--job-name", job, "-p", "steps=1000000", "-p", "log-every=1"],
                    tmp_path, moto_server)
@@ -111,10 +113,29 @@ def test_interrupt_leaves_nothing(docker_client: Any, sdlocal_images: Any, moto_
     assert code == 130, err
     assert set(verdicts(rows).values()) == {"Stopped"}, rows
     assert leftovers(docker_client, job) == []
+    assert not_uploaded(s3_client, tmp_path / "jobs" / job, job) == []  # nothing lost
+
+
+def status_of(s3_client: Any, job: str, rule: str) -> dict[str, Any]:
+    try:
+        body = s3_client.get_object(Bucket="sdlocal", Key=f"jobs/{job}/rule-output/{rule}/status.json")["Body"].read()
+    except s3_client.exceptions.NoSuchKey:
+        return {}
+    return dict(json.loads(body))
+
+
+def not_uploaded(s3_client: Any, job_dir: Path, job: str) -> list[str]:
+    """The job's tensor files (written by the training container's user) missing from its debug-output."""
+    local = job_dir / "output" / "tensors"
+    files = {p.relative_to(local).as_posix() for p in local.rglob("*") if p.is_file() and not p.name.endswith(".tmp")}
+    pages = s3_client.get_paginator("list_objects_v2").paginate(Bucket="sdlocal", Prefix=f"jobs/{job}/debug-output/")
+    stored = {o["Key"].split("/debug-output/", 1)[1] for page in pages for o in page.get("Contents", [])}
+    assert files, f"no tensor file in {local}"
+    return sorted(files - stored)
 
 
 def test_killed_evaluator_container_is_error(docker_client: Any, sdlocal_images: Any, moto_server: str,
-                                             tmp_path: Path) -> None:
+                                             s3_client: Any, tmp_path: Path) -> None:
     job = f"dk-kill-{uuid.uuid4().hex[:6]}"
     proc = sdlocal(["run", "examples/job.yaml", "--job-name", job, "-p", "steps=300"], tmp_path, moto_server)
     filters = {"label": [f"sdlocal.job={job}", "sdlocal.rule=LossNotDecreasing"], "status": "running"}
@@ -123,12 +144,57 @@ def test_killed_evaluator_container_is_error(docker_client: Any, sdlocal_images:
         assert proc.poll() is None and time.monotonic() < deadline
         time.sleep(0.2)
     running[0].kill()
+    killed_at = time.monotonic()
+    while status_of(s3_client, job, "LossNotDecreasing").get("RuleEvaluationStatus") != "Error":
+        assert time.monotonic() - killed_at < 30
+        time.sleep(0.05)
+    noticed_after = time.monotonic() - killed_at
+    training_ran_on = proc.poll() is None
     code, rows, err = finish(proc)
+    print(f"a SIGKILLed evaluator container read Error {noticed_after:.2f} s after the kill")
+    assert noticed_after < 5.0 and training_ran_on
     assert code == 0, err
     killed = next(r for r in rows if r["RuleConfigurationName"] == "LossNotDecreasing")
     assert killed["RuleEvaluationStatus"] == "Error"
-    assert "exited (code 137) without a final status" in killed["StatusDetails"]
+    assert killed["StatusDetails"].startswith(
+        "ClientError: the rule evaluator exited (code 137: killed by signal 9, SIGKILL) without a final status. "
+        "Last log lines: ")
+    assert " INFO " not in killed["StatusDetails"]
     assert {r["RuleEvaluationStatus"] for r in rows if r is not killed} <= {"IssuesFound", "NoIssuesFound"}
+    assert leftovers(docker_client, job) == []
+
+
+HOG = '''from smdebug.rules.rule import Rule
+
+
+class Hog(Rule):
+    def __init__(self, base_trial):
+        super().__init__(base_trial)
+        self.kept = []
+
+    def invoke_at_step(self, step):
+        self.kept.append(b"x" * (64 * 1024 * 1024))  # 64 MiB more at every step, never given back
+        return False
+'''
+
+
+def test_oom_killed_evaluator_container_is_error(docker_client: Any, sdlocal_images: Any, moto_server: str,
+                                                 tmp_path: Path) -> None:
+    """A custom rule that allocates past --rule-memory: its container is OOM-killed and the rule reads
+    Error saying so, while the other rules and the training go on."""
+    job = f"dk-oom-{uuid.uuid4().hex[:6]}"
+    (tmp_path / "hog.py").write_text(HOG)
+    code, rows, err = finish(sdlocal(["run", "examples/job.yaml", "--job-name", job, "-p", "steps=40",
+                                      "--custom-rule", f"{tmp_path / 'hog.py'}:Hog", "--rule-memory", "384m"],
+                                     tmp_path, moto_server))
+    assert code == 0, err
+    assert "Training completed" in err
+    hog = next(r for r in rows if r["RuleConfigurationName"] == "Hog")
+    assert hog["RuleEvaluationStatus"] == "Error"
+    assert hog["StatusDetails"].startswith("ClientError: the rule evaluator was OOM-killed (code 137: over its memory "
+                                           "limit of 384 MiB) without a final status. Last log lines: ")
+    assert "Rule Hog: its evaluator was OOM-killed (code 137)" in err
+    assert {r["RuleEvaluationStatus"] for r in rows if r is not hog} <= {"IssuesFound", "NoIssuesFound"}, rows
     assert leftovers(docker_client, job) == []
 
 
@@ -254,3 +320,89 @@ def test_stop_without_a_launcher_removes_the_jobs_leftovers(docker_client: Any, 
         assert other.status == "running"  # another job's container is left alone
     finally:
         other.remove(force=True)
+
+
+TRAINING_PROBE = r"""
+import json, os, socket, urllib.request
+def tcp(host, port):
+    try:
+        socket.create_connection((host, port), timeout=3).close()
+        return "open"
+    except OSError:
+        return "closed"
+def s3():
+    url = os.environ.get("AWS_ENDPOINT_URL_S3")
+    if not url:
+        return "no endpoint"
+    try:
+        return urllib.request.urlopen(url + "/moto-api/", timeout=10).status
+    except OSError as e:
+        return f"unreachable: {e}"
+def writes(folder):
+    path = os.path.join(folder, "probe.txt")
+    with open(path, "w") as f:
+        f.write("ok")
+    return os.stat(path).st_uid
+print(json.dumps({
+    "uid": os.getuid(), "gid": os.getgid(), "s3": s3(), "interfaces": sorted(os.listdir("/sys/class/net")),
+    "host_listener": tcp(os.environ["HOST_IP"], int(os.environ["HOST_PORT"])),
+    "host_relay": tcp(os.environ["HOST_IP"], int(os.environ["RELAY_PORT"])),
+    "internet": tcp("1.1.1.1", 443), "dns": tcp("8.8.8.8", 53),
+    "aws_env": sorted(k for k in os.environ if k.startswith("AWS_")),
+    "output_owner": writes("/opt/ml/output"), "model_owner": writes("/opt/ml/model"),
+}))
+"""
+
+
+def test_training_container_user_and_networks_seen_from_inside(docker_client: Any, sdlocal_images: Any,
+                                                               moto_server: str, tmp_path: Path) -> None:
+    """The training container runs as a non-root user that can write its output folders, sits on the
+    job network only (S3 through the gateway; not the host, not the internet); with
+    EnableNetworkIsolation it has no network and no S3 settings at all."""
+    from launcher.runtime import TrainingLaunch
+    from launcher.runtime._docker_config import training_user
+
+    runtime = DockerRuntime(docker_client, training_image=sdlocal_images.training,
+                            evaluator_image=sdlocal_images.evaluator, echo=lambda _: None)
+    job = f"dk-train-{uuid.uuid4().hex[:6]}"
+    code = tmp_path / "code"
+    code.mkdir()
+    code.chmod(0o755)
+    (code / "probe.py").write_text(TRAINING_PROBE)
+    listener = socket.socket()
+    listener.bind(("0.0.0.0", 0))
+    listener.listen()
+    threading.Thread(target=lambda: listener.accept(), daemon=True).start()
+    results = {}
+    try:
+        runtime._ensure_network(job, {"AWS_ENDPOINT_URL_S3": moto_server})
+        assert runtime._relay is not None
+        for isolated in (False, True):
+            root = tmp_path / f"job-{isolated}"
+            for folder in ("input/config", "output", "model"):
+                (root / folder).mkdir(parents=True)
+            launch = TrainingLaunch(
+                job_name=f"{job}-iso" if isolated else job, entry_point="probe.py", source_dir=code, hyperparameters=(),
+                config_dir=root / "input" / "config", model_dir=root / "model", log_path=root / "training.log",
+                env=(("AWS_ENDPOINT_URL_S3", moto_server), ("AWS_ACCESS_KEY_ID", "x"), ("AWS_SECRET_ACCESS_KEY", "y")),
+                environment=(("HOST_IP", runtime._relay.listen_host), ("HOST_PORT", str(listener.getsockname()[1])),
+                             ("RELAY_PORT", str(runtime._relay.port))),
+                network_isolation=isolated,
+            )
+            handle = runtime.start_training(launch)
+            assert handle.wait(120) == 0, handle.logs()
+            results[isolated] = json.loads(handle.logs().strip().splitlines()[-1])
+            assert (root / "output" / "probe.txt").read_text() == "ok"  # the launcher reads what it wrote
+    finally:
+        runtime.close()
+        listener.close()
+    user = training_user(None)
+    assert user.uid != 0
+    for seen in results.values():
+        assert (seen["uid"], seen["gid"]) == (user.uid, user.gid)
+        assert seen["output_owner"] == seen["model_owner"] == user.uid
+        assert seen["host_listener"] == seen["host_relay"] == seen["internet"] == seen["dns"] == "closed", seen
+    assert results[False]["s3"] == 200 and results[False]["interfaces"] == ["eth0", "lo"]  # one network: the job's
+    assert results[True]["s3"] == "no endpoint" and results[True]["interfaces"] == ["lo"]
+    assert results[True]["aws_env"] == []  # no S3 endpoint, no credentials
+    assert leftovers(docker_client, job) == leftovers(docker_client, f"{job}-iso") == []

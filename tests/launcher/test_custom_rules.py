@@ -120,3 +120,80 @@ def test_custom_rules_under_sdlocal_run(tmp_path: Path, s3_client: Any, bucket: 
                     "out/custom-rules-1/rule-code/VanishingGradientRule/vanishing_gradient_rule.py",
                     "out/custom-rules-1/rule-code/Raises/raises.py",
                     "out/custom-rules-1/rule-code/BadImport/bad_import.py"}
+
+
+LOOPS = '''from smdebug.rules.rule import Rule
+
+
+class Loops(Rule):
+    def __init__(self, base_trial):
+        super().__init__(base_trial)
+
+    def invoke_at_step(self, step):
+        while step >= 3:
+            pass
+        return False
+'''
+HANGS_AT_IMPORT = '''import time
+
+while True:
+    time.sleep(0.05)
+
+
+class HangsAtImport:
+    pass
+'''
+EXITS_AT_IMPORT = '''import os
+
+print("leaving now")
+os._exit(7)
+
+
+class ExitsAtImport:
+    pass
+'''
+
+
+@pytest.mark.parametrize(("name", "source", "details", "note"), [
+    ("Loops", LOOPS, "ClientError: Rule Loops: step 3 did not return within the rule timeout of 2 s (--rule-timeout): "
+                     "the evaluator was stopped", r"Rule Loops: step 3 has been evaluating for \d+ s \(limit 2 s\)"),
+    ("HangsAtImport", HANGS_AT_IMPORT,
+     "ClientError: Rule HangsAtImport: the import of custom rule file hangs_at_import.py did not return within the "
+     "rule timeout of 2 s (--rule-timeout): the evaluator was stopped",
+     r"Rule HangsAtImport: the import of custom rule file hangs_at_import.py has been running for \d+ s \(limit 2 s\)"),
+    ("ExitsAtImport", EXITS_AT_IMPORT,
+     "ClientError: the rule evaluator exited (code 7) during the import of custom rule file exits_at_import.py, "
+     "without a final status. Last log lines: leaving now", r"leaving now"),
+])
+def test_a_rule_that_hangs_or_exits_under_evaluate_ends_error_saying_so(
+        fixture_trials: Path, tmp_path: Path, name: str, source: str, details: str, note: str) -> None:
+    import re
+    import time
+
+    file = tmp_path / (re.sub(r"(?<!^)(?=[A-Z])", "_", name).lower() + ".py")
+    file.write_text(source)
+    started = time.monotonic()
+    result = CliRunner().invoke(cli, ["evaluate", str(fixture_trials / "healthy"), "--custom-rule", f"{file}:{name}",
+                                      "--rule-timeout", "2", "--json"])
+    took = time.monotonic() - started
+    assert result.exit_code == 1, result.output
+    (status,) = json.loads(result.stdout)
+    assert status["RuleEvaluationStatus"] == "Error" and status["StatusDetails"] == details
+    assert [line for line in result.stderr.splitlines() if re.fullmatch(note, line)], result.stderr  # said on the way
+    assert result.stderr.splitlines()[-1] == f"Error: {details}"
+    assert took < 60
+
+
+@pytest.mark.parametrize("value", ["0", "-1", "nan"])
+def test_rule_timeout_must_be_positive(fixture_trials: Path, value: str) -> None:
+    for command in (["evaluate", str(fixture_trials / "healthy"), "--rule", "VanishingGradient"], ["run"]):
+        result = CliRunner().invoke(cli, [*command, "--rule-timeout", value])
+        assert result.exit_code == 2
+        assert f"Invalid value for '--rule-timeout': {value} is not a number of seconds > 0" in result.stderr
+
+
+def test_the_cli_default_rule_timeout_is_the_evaluators() -> None:
+    from evaluator.watchdog import DEFAULT_RULE_TIMEOUT_S
+    from launcher.cli import DEFAULT_RULE_TIMEOUT_S as CLI_DEFAULT
+
+    assert CLI_DEFAULT == DEFAULT_RULE_TIMEOUT_S == 300.0

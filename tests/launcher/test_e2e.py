@@ -43,6 +43,16 @@ def job_pids(job: str) -> list[int]:
     return pids
 
 
+def not_uploaded(s3_client: Any, job_dir: Path, job: str) -> list[str]:
+    """The job's tensor files (the hook's output in the job folder) missing from its debug-output."""
+    local = job_dir / "output" / "tensors"
+    files = {p.relative_to(local).as_posix() for p in local.rglob("*") if p.is_file() and not p.name.endswith(".tmp")}
+    pages = s3_client.get_paginator("list_objects_v2").paginate(Bucket="sdlocal", Prefix=f"jobs/{job}/debug-output/")
+    stored = {o["Key"].split("/debug-output/", 1)[1] for page in pages for o in page.get("Contents", [])}
+    assert files, f"no tensor file in {local}"
+    return sorted(files - stored)
+
+
 def wait_for_text(path: Path, text: str, timeout: float = 180) -> None:
     deadline = time.monotonic() + timeout
     while time.monotonic() < deadline:
@@ -94,6 +104,7 @@ def test_ctrl_c_midway_stops_everything(tmp_path: Path, moto_server: str, s3_cli
     assert {s["RuleEvaluationStatus"] for s in json.loads(out)} == {"Stopped"}
     s3_client.head_object(Bucket="sdlocal", Key=f"jobs/{job}/debug-output/training_job_end.ts")
     assert not job_pids(job)
+    assert not_uploaded(s3_client, tmp_path / "jobs" / job, job) == []  # nothing lost
 
 
 def test_training_killed_midway_fails_the_job(tmp_path: Path, moto_server: str, s3_client: Any) -> None:
@@ -119,6 +130,7 @@ def test_training_killed_midway_fails_the_job(tmp_path: Path, moto_server: str, 
     assert {s["RuleEvaluationStatus"] for s in statuses} <= {"IssuesFound", "NoIssuesFound"}, statuses
     assert took < 60, f"rules took {took:.0f}s to finish after training was killed"
     assert not job_pids(job)
+    assert not_uploaded(s3_client, tmp_path / "jobs" / job, job) == []  # nothing lost
 
 
 def test_job_as_the_sdk_builds_it_samples_the_system_until_ctrl_c(tmp_path: Path, moto_server: str,
@@ -166,4 +178,6 @@ def test_job_as_the_sdk_builds_it_samples_the_system_until_ctrl_c(tmp_path: Path
     local = tmp_path / "jobs" / job / "output" / "profiler"
     files = {p.relative_to(local).as_posix() for p in local.rglob("*") if p.is_file()}
     assert files and not [f for f in files if f.endswith(".tmp")] and files <= stored
+    tensors = tmp_path / "jobs" / job / "output" / "tensors"  # the stopped training finished its last step
+    assert not [p for p in tensors.rglob("*.tmp")] and (tensors / "training_job_end.ts").is_file()
     assert not job_pids(job)

@@ -256,7 +256,8 @@ def test_profiler_rules_get_one_evaluator_each_listed_after_debugger_rules(
     out = CliRunner().invoke(cli, ["summary", "job-1", "--work-dir", str(tmp_path / "jobs" / "job-1"), "--json",
                                    "--s3-endpoint-url", moto_server])
     assert out.exit_code == 0, out.output
-    assert [r["RuleConfigurationName"] for r in json.loads(out.output)] == ["R1", "ProfilerReport"]
+    assert [r["RuleConfigurationName"] for r in json.loads(out.stdout)] == ["R1", "ProfilerReport"]
+    assert out.stderr == "Training job job-1: Completed\n"  # from the job record
 
 
 def test_a_profiler_rule_the_evaluator_cannot_run_gets_no_evaluator(
@@ -344,7 +345,7 @@ def test_an_evaluator_dying_while_training_runs_reads_error_at_once(
     result, lines = run(make_spec(tmp_path, bucket), tmp_path, runtime, moto_server, s3_client, stop=stop)
     assert "error" in seen and "exited" in seen
     assert seen["error"] - seen["exited"] < 5.0  # noticed within the settle interval (1 s) and an S3 round
-    assert "Rule R1: its evaluator exited (code 1) without a status: Error (see `sdlocal logs --rule`)" in lines
+    assert "Rule R1: its evaluator exited (code 1) without a status: Error (see `sdlocal logs job-1 --rule R1`)" in lines
     assert statuses(result)["R1"][0] == "Error"  # not overwritten by the stop
     assert statuses(result)["R2"] == ("Stopped", "Stopped: the training job was stopped")
 
@@ -359,7 +360,12 @@ def test_training_past_its_maximum_runtime_is_stopped_and_the_rules_finish(
                         max_runtime_s=5.0)
     assert time.monotonic() - started < 60
     assert result.max_runtime_exceeded and result.training_status == "Stopped" and not result.training_failed
-    assert "Training job job-1 ran past its maximum runtime (5 s): stopping it; the rules finish their evaluation" in lines
+    assert ("Training job job-1: MaxRuntimeExceeded: The job stopped because it exceeded the maximum allowed runtime. "
+            "(StoppingCondition.MaxRuntimeInSeconds: 5 s) Stopping it (SIGTERM, SIGKILL after 120 s); "
+            "the rules finish their evaluation") in lines
+    record = json.loads((tmp_path / "jobs" / "job-1" / "job.json").read_text())
+    assert (record["TrainingJobStatus"], record["SecondaryStatus"]) == ("Stopped", "MaxRuntimeExceeded")
+    assert "FailureReason" not in record  # the service gives one to Failed jobs only
     assert statuses(result) == {"R1": ("NoIssuesFound", "")}
     assert "out/job-1/debug-output/training_job_end.ts" in keys(s3_client, bucket)
     assert gone(int((tmp_path / "pids" / "training").read_text()))

@@ -6,6 +6,7 @@ import os
 import sys
 import time
 from pathlib import Path
+from typing import Any
 
 import pytest
 
@@ -345,3 +346,59 @@ def test_a_running_record_whose_pid_was_reused_is_stale(tmp_path: Path) -> None:
     # the same pid, alive, but started at another time: another process got the dead launcher's pid
     path.write_text(json.dumps({**record, "started": str(int(record["started"]) + 1)}))
     assert find_running(tmp_path, "j") is None and not path.exists()
+
+
+def test_training_user_default_root_and_numbers() -> None:
+    from launcher.runtime._docker_config import ContainerUser, training_user
+
+    assert training_user(None, host_uid=0, host_gid=0) == ContainerUser(1000, 1000)  # sdlocal as root: uid 1000
+    assert training_user(None, host_uid=1234, host_gid=99) == ContainerUser(1234, 99)  # else: you
+    assert training_user("root") == ContainerUser(0, 0) and training_user("root").is_root
+    assert training_user("2000") == ContainerUser(2000, 2000)
+    assert training_user("2000:3000").to_docker() == "2000:3000"
+    for bad in ("alice", "1000:staff", "-1", "1000:"):
+        with pytest.raises(RuntimeLaunchError, match=r"^--training-user: .* is not root or UID\[:GID\]"):
+            training_user(bad)
+
+
+def _mounts(tmp_path: Path) -> list[Any]:
+    from launcher.runtime._docker_config import Mount
+
+    (tmp_path / "output" / "tensors").mkdir(parents=True)
+    (tmp_path / "output" / "tensors" / "old.json").write_text("{}")
+    (tmp_path / "code").mkdir()
+    return [Mount(tmp_path / "output", "/opt/ml/output"), Mount(tmp_path / "code", "/opt/ml/code", read_only=True)]
+
+
+def test_root_gives_the_writable_mounts_to_the_container_user(tmp_path: Path) -> None:
+    from launcher.runtime._docker_config import ContainerUser, own_writable_mounts
+
+    if os.geteuid() != 0:
+        pytest.skip("giving folders to another user needs root")
+    mounts = _mounts(tmp_path)
+    own_writable_mounts(mounts, ContainerUser(1000, 1000), host_is_root=True)
+    owners = {(p.stat().st_uid, p.stat().st_gid) for p in [tmp_path / "output", *(tmp_path / "output").rglob("*")]}
+    assert owners == {(1000, 1000)}
+    assert (tmp_path / "code").stat().st_uid == os.geteuid()  # read-only inputs are never touched
+
+
+def test_a_user_who_cannot_write_or_read_is_one_line_before_anything_starts(tmp_path: Path) -> None:
+    from launcher.runtime._docker_config import ContainerUser, own_writable_mounts, unreadable_input
+
+    mounts = _mounts(tmp_path)
+    other = ContainerUser(os.geteuid() + 4242, os.getegid() + 4242)  # neither owner nor group
+    (tmp_path / "output").chmod(0o755)
+    with pytest.raises(RuntimeLaunchError, match=f"^the training container runs as uid {other.uid} and cannot write"):
+        own_writable_mounts(mounts, other, host_is_root=False)
+    own_writable_mounts(mounts, ContainerUser(0, 0), host_is_root=False)  # root writes anywhere
+    (tmp_path / "code").chmod(0o700)
+    (tmp_path / "code" / "train.py").write_text("")
+    problem = unreadable_input([tmp_path / "code", tmp_path / "code" / "train.py"], other)
+    assert problem == (f"the training container runs as uid {other.uid} and cannot read {tmp_path / 'code'} "
+                       f"(owner uid {os.geteuid()}, mode 0700): make it readable (chmod o+rx) or run the training "
+                       "as root with --training-user root")
+    (tmp_path / "code").chmod(0o755)
+    (tmp_path / "code" / "train.py").chmod(0o600)
+    assert "cannot read" in (unreadable_input([tmp_path / "code", tmp_path / "code" / "train.py"], other) or "")
+    (tmp_path / "code" / "train.py").chmod(0o644)
+    assert unreadable_input([tmp_path / "code", tmp_path / "code" / "train.py", tmp_path / "missing"], other) is None

@@ -40,13 +40,15 @@ def test_sdk_v2_request_body(src: Path) -> None:
     assert dict(spec.hyperparameters) == {"lr": "0.01", "steps": "200", "optimizer": "sgd"}
     assert spec.request_hyperparameters["sagemaker_program"] == '"train.py"'  # as sent: hyperparameters.json
     assert spec.training_image and spec.training_image.endswith("pytorch-training:2.1.0-cpu-py310")
-    for name in ("RoleArn", "ResourceConfig.VolumeSizeInGB", "StoppingCondition", "VpcConfig",
-                 "DebugRuleConfigurations[].VolumeSizeInGB", "EnableNetworkIsolation",
+    for name in ("RoleArn", "ResourceConfig.VolumeSizeInGB", "VpcConfig",
+                 "DebugRuleConfigurations[].VolumeSizeInGB",
                  "AlgorithmSpecification.EnableSageMakerMetricsTimeSeries"):
         assert name in spec.ignored_fields
     for used in ("Environment", "InputDataConfig", "AlgorithmSpecification.TrainingInputMode", "OutputDataConfig",
-                 "ResourceConfig"):
+                 "ResourceConfig", "StoppingCondition", "EnableNetworkIsolation",
+                 "EnableInterContainerTrafficEncryption"):
         assert used not in spec.ignored_fields
+    assert spec.stopping.max_runtime_s == 86400 and not spec.containers.network_isolation
     assert [(c.name, c.source, c.input_mode) for c in spec.channels] == [
         ("training", "s3://sagemaker-us-east-1-123456789012/data", "File")]
     assert spec.instance_type == "ml.m5.xlarge" and dict(spec.environment) == {}

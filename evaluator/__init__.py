@@ -13,6 +13,8 @@ from evaluator.errors import (
     RuleParameterError,
     UnknownRuleError,
 )
+from evaluator.profiler_rule import ProfilerRule
+from evaluator.profiler_trial import ProfilerTrial
 from evaluator.rule import RequiredTensors, Rule, Verdict
 from evaluator.status import RuleStatus, Status, read_status, write_status
 
@@ -20,6 +22,8 @@ __all__ = [
     "ContractError",
     "CustomRuleError",
     "EvaluatorError",
+    "ProfilerRule",
+    "ProfilerTrial",
     "RequiredTensors",
     "Rule",
     "RuleParameterError",

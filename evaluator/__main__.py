@@ -9,7 +9,12 @@ at once (exit 1): the hung call is never interrupted, its thread cannot be.
 
 Actions run the first time the rule fires (evaluator/actions.py): StopTraining writes
 `<SDLOCAL_RULE_OUTPUT>/actions/stop-training.json` for the launcher; Email/SMS publish to the
-SNS topic `SMDebugRules` at `AWS_ENDPOINT_URL_SNS`, else `AWS_ENDPOINT_URL_S3`, else AWS."""
+SNS topic `SMDebugRules` at `AWS_ENDPOINT_URL_SNS`, else `AWS_ENDPOINT_URL_S3`, else AWS.
+
+A profiler rule (ProfilerReport, StepOutlier, ... or a custom `ProfilerRule`) reads
+`SDLOCAL_PROFILER_OUTPUT` (an Error status when it is not set), ends at the end markers of either
+output, and writes `<SDLOCAL_RULE_OUTPUT>/profiler-output/profiler-reports/<Rule>.json` while it
+runs and at the end (evaluator/report_files.py)."""
 from __future__ import annotations
 
 import logging
@@ -100,6 +105,8 @@ def main(environ: Mapping[str, str] | None = None, stderr: TextIO = sys.stderr) 
             stop_requested=lambda: stop["requested"],
             action_output=output,
             sns_client=sns_client_factory(env.sns_endpoint_url, env.region),
+            profiler_output=env.profiler_output,
+            report_output=output,
         )
     finally:
         install(previous)

@@ -1,5 +1,10 @@
 """Running one rule against one trial: the code shared by `python -m evaluator` (a job's live
-trial) and `sdlocal evaluate` (`evaluate_trial`, a finished trial)."""
+trial) and `sdlocal evaluate` (`evaluate_trial`, a finished trial).
+
+A tensor rule reads the debug-output trial; a profiler rule (its class's `kind`) reads the job's
+profiler-output through an `evaluator.profiler_trial.ProfilerTrial`, finishes at the end markers
+of either output, and writes its JSON reports (and ProfilerReport's HTML) into the rule-output
+(`report_output`)."""
 from __future__ import annotations
 
 import datetime as _dt
@@ -13,14 +18,36 @@ from typing import Any
 from evaluator import watchdog
 from evaluator.actions import ActionRunner, merge_actions, parse_actions
 from evaluator.contract import RuleRequest
-from evaluator.errors import CustomRuleError, EvaluatorError
+from evaluator.errors import ContractError, CustomRuleError, EvaluatorError
 from evaluator.loop import StatusCallback, evaluate
-from evaluator.registry import get_rule_class, instantiate_rule, load_custom_rule
-from evaluator.rule import Rule
+from evaluator.profiler_trial import ProfilerTrial
+from evaluator.registry import get_rule_class, instantiate_rule, load_custom_rule, rule_kind
+from evaluator.report_files import ReportSink
+from evaluator.rule import PROFILER, Rule
 from evaluator.status import RuleStatus, Status, client_error_details, fake_job_arn
 from trial import create_trial
 from trial.errors import TrialError
 from trial.storage import Storage, open_storage, parse_s3_uri
+
+DEBUG_END_MARKER = "training_job_end.ts"
+
+
+def find_profiler_output(location: str, *, s3_client: Any = None, endpoint_url: str | None = None) -> str:
+    """The profiler-output folder of a finished job given as `location` (a local folder or an
+    s3:// prefix), the first of these that holds `system/` or `framework/` data: `location`
+    itself (a profiler-output folder), `<location>/profiler-output` (a job's S3 prefix,
+    `s3://bucket/prefix/<job>`), `<location>/output/profiler` and `<location>/profiler` (an sdlocal
+    job folder, `$SDLOCAL_HOME/jobs/<job>`), and the `profiler-output` beside a `debug-output`."""
+    base = location.rstrip("/")
+    candidates = [base, f"{base}/profiler-output", f"{base}/output/profiler", f"{base}/profiler"]
+    if base.endswith("/debug-output"):
+        candidates.append(base[: -len("debug-output")] + "profiler-output")
+    for candidate in candidates:
+        storage = open_storage(candidate, client=s3_client, endpoint_url=endpoint_url)
+        if storage.list("system/") or storage.list("framework/"):
+            return candidate
+    raise EvaluatorError(f"No profiler data under {location}: none of {', '.join(candidates)} "
+                         "holds system/ or framework/ files")
 
 
 def fetch_rule_file(source: str, dest_dir: Path, *, s3_client: Any = None, endpoint_url: str | None = None) -> Path:
@@ -79,6 +106,8 @@ def run_rule(
     stop_requested: Callable[[], bool] | None = None,
     action_output: Storage | None = None,
     sns_client: Callable[[], Any] | None = None,
+    profiler_output: str | Callable[[], str] | None = None,
+    report_output: Storage | None = None,
 ) -> RuleStatus:
     """Resolve the rule (built-in or custom), open the trial(s), build the rule from its string
     parameters and evaluate it. Every problem ends as an `Error` status (reported through
@@ -87,18 +116,29 @@ def run_rule(
     Actions (the request's `action_json` and the rule's own `action_str`, evaluator/actions.py)
     run once, the first time the rule fires: StopTraining writes its request into `action_output`
     (the rule-output storage); Email/SMS use `sns_client()`. Without either (`sdlocal evaluate`)
-    actions are validated but not run."""
+    actions are validated but not run.
+
+    Profiler rules read `profiler_output` (a location, or a function finding it, called only for
+    a profiler rule; None for one is an Error status) and also end at the debug-output's end
+    marker (`trial_uri`); their reports go to `report_output` when given."""
     arn = fake_job_arn(job_name, rule_configuration_name)
     with tempfile.TemporaryDirectory(prefix="sdlocal-rule-") as tmp:
         try:
             request = RuleRequest.from_parameters(rule_parameters, default_rule=None)
             cls = _rule_class(request, Path(tmp), s3_client=s3_client, endpoint_url=endpoint_url)
-            trial = create_trial(trial_uri, s3_client=s3_client, endpoint_url=endpoint_url)
-            others = [create_trial(u, s3_client=s3_client, endpoint_url=endpoint_url) for u in request.other_trials]
+            trial: Any
+            if rule_kind(cls) == PROFILER:
+                trial = _profiler_trial(request.rule_to_invoke, trial_uri, profiler_output,
+                                        s3_client=s3_client, endpoint_url=endpoint_url)
+                others = []
+            else:
+                trial = create_trial(trial_uri, s3_client=s3_client, endpoint_url=endpoint_url)
+                others = [create_trial(u, s3_client=s3_client, endpoint_url=endpoint_url)
+                          for u in request.other_trials]
             with watchdog.phase("the rule's constructor"):
                 rule = instantiate_rule(cls, trial, request.rule_kwargs, action_str=request.action_json,
                                         other_trials=others)
-            rule = watchdog.guard(rule)  # each invoke_at_step (one step) within --rule-timeout
+            rule = watchdog.guard(rule)  # each invoke_at_step / invoke_at_window within --rule-timeout
             actions = merge_actions(parse_actions(request.action_json, request.rule_to_invoke),
                                     parse_actions(getattr(rule, "action_str", "") or "", request.rule_to_invoke))
         except (EvaluatorError, TrialError) as exc:
@@ -135,7 +175,19 @@ def run_rule(
             end_step=request.end_step,
             assume_ended=assume_ended,
             stop_requested=stop_requested,
+            reports=ReportSink(report_output) if report_output is not None and rule.kind == PROFILER else None,
         )
+
+
+def _profiler_trial(rule_name: str, trial_uri: str, location: str | Callable[[], str] | None, *,
+                    s3_client: Any, endpoint_url: str | None) -> ProfilerTrial:
+    if location is None:
+        raise ContractError("SDLOCAL_PROFILER_OUTPUT",
+                            f"is not set: {rule_name} is a profiler rule and the job has no ProfilerConfig")
+    where = location if isinstance(location, str) else location()
+    debug = open_storage(trial_uri, client=s3_client, endpoint_url=endpoint_url) if trial_uri else None
+    ended = (lambda: debug.exists(DEBUG_END_MARKER)) if debug is not None else None
+    return ProfilerTrial.open(where, s3_client=s3_client, endpoint_url=endpoint_url, ended=ended)
 
 
 def evaluate_trial(
@@ -152,6 +204,7 @@ def evaluate_trial(
     follow: bool = False,
     on_status: StatusCallback | None = None,
     s3_client: Any = None,
+    report_output: str | Storage | None = None,
 ) -> RuleStatus:
     """Evaluate one rule on a trial (local folder or s3:// prefix) and return the final status.
 
@@ -161,6 +214,10 @@ def evaluate_trial(
     as start_step/end_step work); `custom_rule_file` (path or s3://) makes `rule_name` the class
     to load from it. Configuration problems (unknown rule, bad parameter, custom rule that does
     not load) come back as an `Error` status whose StatusDetails say why.
+
+    A profiler rule reads the profiler-output found from `trial_uri` (`find_profiler_output`: a
+    job folder or S3 prefix, a profiler-output folder, or a debug-output beside one) and writes
+    its reports under `report_output` (a rule-output folder or s3:// prefix) when given.
     """
     rule_params = dict(params)
     rule_params["rule_to_invoke"] = rule_name
@@ -178,4 +235,7 @@ def evaluate_trial(
         endpoint_url=endpoint_url,
         s3_client=s3_client,
         assume_ended=not follow,
+        profiler_output=lambda: find_profiler_output(str(trial_uri), s3_client=s3_client, endpoint_url=endpoint_url),
+        report_output=(None if report_output is None
+                       else open_storage(report_output, client=s3_client, endpoint_url=endpoint_url)),
     )

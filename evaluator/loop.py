@@ -1,5 +1,13 @@
-"""The evaluator loop: follow a (live) trial, evaluate each complete step once, in order, and turn
-verdicts into SageMaker rule statuses. Clock and sleep are injected; every wait has a deadline.
+"""The evaluator loop: follow a (live) job, judge what is new on every poll, and turn verdicts
+into SageMaker rule statuses. One driver (`_drive`) for both kinds of rule; what it iterates is a
+source: the tensor steps of the debug-output trial (`_StepSource`, tensor rules) or windows of
+time of the profiler-output (`evaluator.windows.WindowSource`, profiler rules). Clock and sleep
+are injected; every wait has a deadline.
+
+Statuses reported through `on_status`: InProgress first; IssuesFound as soon as the rule fires
+(details name where it first fired: a step, or for a profiler rule the scan interval of data
+time); LastEvaluatedStep after each poll that evaluated steps (tensor rules); the final status
+once training has ended and everything written before its end marker was judged.
 
 Rules that judge time rather than data (StalledTrainingRule) may define
 `invoke_idle(idle_s: float) -> Verdict | bool`: the loop calls it on every poll of a live trial
@@ -22,7 +30,7 @@ from __future__ import annotations
 import datetime as _dt
 import time
 from collections.abc import Callable
-from typing import Any
+from typing import Any, Protocol
 
 from evaluator.rule import Rule, Verdict, as_verdict
 from evaluator.status import RuleStatus, Status, client_error_details, condition_met_details
@@ -35,6 +43,7 @@ NO_DEBUG_DATA = (
 )
 
 StatusCallback = Callable[[RuleStatus], None]
+Fire = Callable[[Verdict, "int | None"], None]
 
 
 def _utcnow() -> _dt.datetime:
@@ -61,18 +70,178 @@ class _Reporter:
         return candidate
 
 
-def _fire(verdict: Verdict, rule: Rule, reporter: _Reporter, fired_at: int | None, last_step: int | None) -> int | None:
-    """A verdict fires at the last evaluated step (the step just judged; for an idle poll or the
-    end of training, the last step judged before, 0 if none): IssuesFound the first time the rule
-    fires. Returns the step the rule first fired at."""
-    if verdict.fired and fired_at is None:
-        fired_at = last_step if last_step is not None else 0
-        reporter.report(
-            status=Status.ISSUES_FOUND,
-            status_details=condition_met_details(rule.rule_name, fired_at),
-            last_evaluated_step=last_step,
-        )
-    return fired_at
+class _Firing:
+    """IssuesFound the first time the rule fires, naming where (a step or a scan interval)."""
+
+    def __init__(self, rule: Rule, reporter: _Reporter, source: Source) -> None:
+        self.rule = rule
+        self.reporter = reporter
+        self.source = source
+        self.fired_at: int | None = None
+
+    def __call__(self, verdict: Verdict, at: int | None) -> None:
+        if verdict.fired and self.fired_at is None:
+            self.fired_at = at if at is not None else 0
+            self.reporter.report(status=Status.ISSUES_FOUND,
+                                 status_details=condition_met_details(self.rule.rule_name, self.fired_at),
+                                 **self.source.progress())
+
+
+class Source(Protocol):
+    """What the driver iterates (tensor steps or windows of time)."""
+
+    def open(self) -> str | None:
+        """Get ready; an error's details when the evaluation cannot start."""
+
+    def poll(self, fire: Fire) -> bool:
+        """Refresh, judge what is new; True once everything written before the end is judged."""
+
+    def finish(self, fire: Fire) -> None:
+        """The rule's judgement of the finished training (its `invoke_at_end`)."""
+
+    def where(self) -> str:
+        """Where the rule was being judged, for an error (" at step 3"), or ""."""
+
+    def progress(self) -> dict[str, Any]:
+        """Status fields after a poll (LastEvaluatedStep)."""
+
+    def not_ended(self) -> str:
+        """Why the deadline passed ("training has not ended (...)")."""
+
+    def close(self) -> None:
+        """The evaluation is over (final, stopped or failed): flush what the rule writes."""
+
+
+def _drive(source: Source, rule: Rule, reporter: _Reporter, *, interval: float, deadline: float,
+           clock: Callable[[], float], sleep: Callable[[float], None],
+           stop_requested: Callable[[], bool] | None) -> RuleStatus:
+    started = clock()
+    fire = _Firing(rule, reporter, source)
+
+    def error(message: str) -> RuleStatus:
+        _close(source)
+        return reporter.report(status=Status.ERROR, status_details=client_error_details(message))
+
+    problem = source.open()
+    if problem is not None:
+        return error(problem)
+    while True:
+        if stop_requested is not None and stop_requested():
+            _close(source)
+            return reporter.report(status=Status.STOPPED)
+        polled_at = clock()
+        try:
+            done = source.poll(fire)
+        except Exception as exc:  # noqa: BLE001 - any failure ends this evaluator with status Error
+            return error(f"Rule {rule.rule_name} failed{source.where()}: {type(exc).__name__}: {exc}")
+        reporter.report(**source.progress())
+        if done:
+            try:
+                source.finish(fire)
+            except Exception as exc:  # noqa: BLE001 - as in a poll: the evaluator ends with Error
+                return error(f"Rule {rule.rule_name} failed at the end of training: {type(exc).__name__}: {exc}")
+            try:
+                source.close()
+            except Exception as exc:  # noqa: BLE001 - the final reports could not be written
+                return reporter.report(status=Status.ERROR, status_details=client_error_details(
+                    f"Rule {rule.rule_name} could not write its reports: {type(exc).__name__}: {exc}"))
+            final = Status.ISSUES_FOUND if fire.fired_at is not None else Status.NO_ISSUES_FOUND
+            return reporter.report(status=final)
+        if clock() - started >= deadline:
+            return error(f"Rule {rule.rule_name} did not finish within the deadline of {deadline:g} s: "
+                         f"{source.not_ended()}")
+        # a poll every `interval`: a slow poll (a backlog of files) does not push the next one back
+        sleep(max(0.0, interval - (clock() - polled_at)))
+
+
+def _close(source: Source) -> None:
+    """Best effort on the way out (stopped, failed): the evaluation's status says what happened."""
+    try:
+        source.close()
+    except Exception:  # noqa: BLE001, S110 - nothing more to report than the status being written
+        pass
+
+
+class _StepSource:
+    """Tensor rules: every global step of the trial, ascending, each judged once."""
+
+    def __init__(self, trial: Any, rule: Rule, *, collections_timeout: float, interval: float,
+                 clock: Callable[[], float], sleep: Callable[[float], None], start_step: int | None,
+                 end_step: int | None, assume_ended: bool) -> None:
+        self.trial = trial
+        self.rule = rule
+        self.collections_timeout = collections_timeout
+        self.interval = interval
+        self.clock = clock
+        self.sleep = sleep
+        self.start_step = start_step
+        self.end_step = end_step
+        self.assume_ended = assume_ended
+        # the job's trial, then the rule's other trials: each refreshed once per poll
+        self.trials = [trial, *(t for t in getattr(rule, "trials", ()) if t is not trial)]
+        self.last_step: int | None = None
+        self.step: int | None = None  # the step being judged
+        self.newest_seen: int | None = None
+        self.progress_at = clock()  # when the loop last saw a new step (clock time)
+        self.idle_check: Callable[[float], Any] | None = getattr(rule, "invoke_idle", None)
+        self.end_check: Callable[[], Any] | None = getattr(rule, "invoke_at_end", None)
+
+    def open(self) -> str | None:
+        try:
+            self.trial.wait_for_collections(self.collections_timeout, self.interval, sleep=self.sleep, clock=self.clock)
+        except MissingCollectionFiles as exc:
+            return NO_DEBUG_DATA + str(exc)
+        except Exception as exc:  # noqa: BLE001 - storage unreachable, corrupt collections file: Error, not a traceback
+            return f"Cannot read the trial's collections: {type(exc).__name__}: {exc}"
+        self.progress_at = self.clock()
+        return None
+
+    def poll(self, fire: Fire) -> bool:
+        ended = self.assume_ended or bool(self.trial.training_ended())
+        for each in self.trials:
+            each.refresh()
+        # a trial whose end marker vanished during the refresh (S3 restarted empty) has not ended
+        ended = self.assume_ended or (ended and bool(self.trial.training_ended()))
+        reached_end = False
+        # One refresh per poll: the poll's steps are judged on what it loaded (no implicit refresh)
+        with no_refresh(self.trials):
+            steps = self.trial.steps(show_incomplete_steps=self.assume_ended)
+            if steps and (self.newest_seen is None or steps[-1] > self.newest_seen):
+                self.newest_seen = steps[-1]
+                self.progress_at = self.clock()
+            elif self.idle_check is not None and not ended:
+                fire(as_verdict(self.idle_check(self.clock() - self.progress_at)), self.last_step)
+            for candidate in steps:
+                self.step = candidate
+                if self.last_step is not None and candidate <= self.last_step:
+                    continue
+                if self.start_step is not None and candidate < self.start_step:
+                    continue
+                if self.end_step is not None and candidate >= self.end_step:
+                    reached_end = True
+                    break
+                verdict = self.rule.judge_step(candidate)
+                self.last_step = candidate
+                fire(verdict, candidate)
+        self.step = None
+        return ended or reached_end
+
+    def finish(self, fire: Fire) -> None:
+        if self.end_check is not None:
+            with no_refresh(self.trials):
+                fire(self.rule.judge(self.end_check), self.last_step)
+
+    def where(self) -> str:
+        return f" at step {self.step}" if self.step is not None else ""
+
+    def progress(self) -> dict[str, Any]:
+        return {"last_evaluated_step": self.last_step}
+
+    def not_ended(self) -> str:
+        return f"training has not ended (last evaluated step {self.last_step})"
+
+    def close(self) -> None:
+        pass
 
 
 def evaluate(
@@ -92,103 +261,34 @@ def evaluate(
     assume_ended: bool = False,
     stop_requested: Callable[[], bool] | None = None,
     now: Callable[[], _dt.datetime] = _utcnow,
+    reports: Any = None,
 ) -> RuleStatus:
-    """Run `rule` over `trial` until training has ended and every step is evaluated; return the
+    """Run `rule` over `trial` until training has ended and everything is evaluated; return the
     final status (IssuesFound, NoIssuesFound, Error or Stopped).
 
-    Statuses reported through `on_status`: InProgress first; IssuesFound as soon as the rule fires
-    (details name the first step that fired; evaluation goes on); LastEvaluatedStep after each
-    poll that evaluated steps; the final status once training has ended (`training_job_end.ts`)
-    and a refresh made after that saw no new step. Steps: every global step, ascending, within
-    `start_step` ≤ step < `end_step` (end exclusive, as smdebug's rule invoker). A step that was
-    not saved for this rule (missing tensors) is "not evaluated", not an error. `assume_ended`
-    treats the trial as finished even without its end marker (`sdlocal evaluate` on a folder).
-    A rule's `invoke_at_end()` (if any) runs once then, before the final status (module docstring).
+    Tensor rules: every global step, ascending, within `start_step` ≤ step < `end_step` (end
+    exclusive, as smdebug's rule invoker). A step that was not saved for this rule (missing
+    tensors) is "not evaluated", not an error. A rule's `invoke_at_end()` (if any) runs once
+    before the final status (module docstring).
+
+    Profiler rules (`rule.kind == "profiler"`; `trial` is then an
+    `evaluator.profiler_trial.ProfilerTrial`): consecutive windows of time (evaluator/windows.py);
+    `reports` (an `evaluator.report_files.ReportSink`, optional) receives the rule's JSON reports
+    while it runs and once more at the end.
+
+    `assume_ended` treats the trial as finished even without its end marker (`sdlocal evaluate`
+    on a folder).
     """
     name = rule_configuration_name or rule.rule_name
     reporter = _Reporter(RuleStatus(name, Status.IN_PROGRESS, job_arn=job_arn), on_status, now)
     reporter.report()
-    started = clock()
+    source: Source
+    if getattr(rule, "kind", None) == "profiler":
+        from evaluator.windows import WindowSource
 
-    try:
-        trial.wait_for_collections(collections_timeout, interval, sleep=sleep, clock=clock)
-    except MissingCollectionFiles as exc:
-        return reporter.report(status=Status.ERROR, status_details=client_error_details(NO_DEBUG_DATA + str(exc)))
-    except Exception as exc:  # noqa: BLE001 - storage unreachable, corrupt collections file: Error, not a traceback
-        return reporter.report(
-            status=Status.ERROR,
-            status_details=client_error_details(f"Cannot read the trial's collections: {type(exc).__name__}: {exc}"),
-        )
-
-    # the job's trial, then the rule's other trials: each refreshed once per poll
-    trials = [trial, *(t for t in getattr(rule, "trials", ()) if t is not trial)]
-    last_step: int | None = None
-    fired_at: int | None = None
-    idle_check: Callable[[float], Any] | None = getattr(rule, "invoke_idle", None)
-    end_check: Callable[[], Any] | None = getattr(rule, "invoke_at_end", None)
-    newest_seen: int | None = None
-    progress_at = started  # when the loop last saw a new step (clock time)
-    while True:
-        step: int | None = None
-        if stop_requested is not None and stop_requested():
-            return reporter.report(status=Status.STOPPED)
-        try:
-            ended = assume_ended or bool(trial.training_ended())
-            for each in trials:
-                each.refresh()
-            # a trial whose end marker vanished during the refresh (S3 restarted empty) has not ended
-            ended = assume_ended or (ended and bool(trial.training_ended()))
-            # One refresh per poll: the poll's steps are judged on what it loaded (no implicit refresh)
-            with no_refresh(trials):
-                steps = trial.steps(show_incomplete_steps=assume_ended)
-                reached_end = False
-                if steps and (newest_seen is None or steps[-1] > newest_seen):
-                    newest_seen = steps[-1]
-                    progress_at = clock()
-                elif idle_check is not None and not ended:
-                    fired_at = _fire(as_verdict(idle_check(clock() - progress_at)), rule, reporter, fired_at, last_step)
-                for candidate in steps:
-                    step = candidate
-                    if last_step is not None and step <= last_step:
-                        continue
-                    if start_step is not None and step < start_step:
-                        continue
-                    if end_step is not None and step >= end_step:
-                        reached_end = True
-                        break
-                    verdict = rule.judge_step(step)
-                    last_step = step
-                    fired_at = _fire(verdict, rule, reporter, fired_at, last_step)
-            step = None
-        except Exception as exc:  # noqa: BLE001 - any failure ends this evaluator with status Error
-            where = f" at step {step}" if step is not None else ""
-            return reporter.report(
-                status=Status.ERROR,
-                status_details=client_error_details(
-                    f"Rule {rule.rule_name} failed{where}: {type(exc).__name__}: {exc}"
-                ),
-            )
-        reporter.report(last_evaluated_step=last_step)
-        if ended or reached_end:
-            if end_check is not None:
-                try:
-                    with no_refresh(trials):
-                        fired_at = _fire(rule.judge(end_check), rule, reporter, fired_at, last_step)
-                except Exception as exc:  # noqa: BLE001 - as in invoke_at_step: the evaluator ends with Error
-                    return reporter.report(
-                        status=Status.ERROR,
-                        status_details=client_error_details(
-                            f"Rule {rule.rule_name} failed at the end of training: {type(exc).__name__}: {exc}"
-                        ),
-                    )
-            final = Status.ISSUES_FOUND if fired_at is not None else Status.NO_ISSUES_FOUND
-            return reporter.report(status=final)
-        if clock() - started >= deadline:
-            return reporter.report(
-                status=Status.ERROR,
-                status_details=client_error_details(
-                    f"Rule {rule.rule_name} did not finish within the deadline of {deadline:g} s: "
-                    f"training has not ended (last evaluated step {last_step})"
-                ),
-            )
-        sleep(interval)
+        source = WindowSource(trial, rule, assume_ended=assume_ended, reports=reports)  # type: ignore[arg-type]
+    else:
+        source = _StepSource(trial, rule, collections_timeout=collections_timeout, interval=interval, clock=clock,
+                             sleep=sleep, start_step=start_step, end_step=end_step, assume_ended=assume_ended)
+    return _drive(source, rule, reporter, interval=interval, deadline=deadline, clock=clock, sleep=sleep,
+                  stop_requested=stop_requested)

@@ -1,5 +1,13 @@
 """One rule registry: built-in rules by class name (SageMaker's `rule_to_invoke`), custom rules
-loaded from a Python file, and instantiation from string parameters."""
+loaded from a Python file, and instantiation from string parameters.
+
+Each rule class carries its metadata (evaluator/rule.py): `kind` ("tensor": its evaluator judges
+the steps of the debug-output trial; "profiler": windows of time of the profiler-output),
+`default_collections` (what the hook must save for it; the launcher merges them with the user's
+CollectionConfigurations) and `group` (the `sdlocal rules` listing). `rule_kind(name)` and
+`default_collections(name)` answer for a built-in rule by name; a custom rule's kind is its
+class's (`ProfilerRule` subclasses are profiler rules).
+"""
 from __future__ import annotations
 
 import difflib
@@ -14,13 +22,19 @@ from pathlib import Path
 from typing import Any
 
 from evaluator.errors import CustomRuleError, RuleParameterError, UnknownRuleError
-from evaluator.rule import Rule
+from evaluator.profiler_rules import builtin_profiler_rule_classes
+from evaluator.rule import PROFILER, TENSOR, DefaultCollection, Rule
 from evaluator.rules import builtin_rule_classes
 from trial.errors import TrialError
 from trial.smdebug_shim import use_sdlocal_smdebug
 
-# Built-in rules by class name; each rule module of evaluator/rules/ contributes its classes.
-BUILTIN_RULES: dict[str, type[Rule]] = {cls.__name__: cls for cls in builtin_rule_classes()}
+# Built-in rules by class name; each rule module of evaluator/rules/ (tensor rules) and
+# evaluator/profiler_rules/ (profiler rules) contributes its classes.
+BUILTIN_RULES: dict[str, type[Rule]] = {
+    cls.__name__: cls for cls in [*builtin_rule_classes(), *builtin_profiler_rule_classes()]
+}
+# The `sdlocal rules` listing's order of groups (rules.md's), then any other.
+GROUP_ORDER = ("universal", "deep learning", "DL applications", "profiler")
 
 # Parameters every Rule constructor may take that are not rule parameters proper.
 _FRAMEWORK_PARAMETERS = ("base_trial", "action_str", "other_trials")
@@ -32,6 +46,21 @@ class RuleInfo:
     group: str
     parameters: tuple[tuple[str, str], ...]  # (name, default as a string; "" when required)
     description: str
+    kind: str = TENSOR  # "tensor" | "profiler"
+    default_collections: tuple[DefaultCollection, ...] = ()
+
+
+def rule_kind(rule: str | type[Rule]) -> str:
+    """"tensor" or "profiler": a rule class's kind, or a built-in rule's by name (UnknownRuleError)."""
+    cls = get_rule_class(rule) if isinstance(rule, str) else rule
+    return PROFILER if getattr(cls, "kind", TENSOR) == PROFILER else TENSOR
+
+
+def default_collections(rule_to_invoke: str) -> tuple[DefaultCollection, ...]:
+    """The collections a built-in rule reads (smdebug_rulesconfig's defaults, then sdlocal's); ()
+    for a rule with none, a profiler rule, or a name that is not a built-in rule."""
+    cls = BUILTIN_RULES.get(rule_to_invoke)
+    return tuple(getattr(cls, "default_collections", ())) if cls is not None else ()
 
 
 def get_rule_class(name: str) -> type[Rule]:
@@ -61,13 +90,18 @@ def _parameters_of(cls: type) -> tuple[tuple[str, str], ...]:
 
 
 def builtin_rule_infos() -> list[RuleInfo]:
-    """Every built-in rule, sorted by name, with its parameters and a one-line description."""
+    """Every built-in rule, by group (GROUP_ORDER) then name, with its parameters, kind, default
+    collections and a one-line description."""
     infos = []
     for name in sorted(BUILTIN_RULES):
         cls = BUILTIN_RULES[name]
         doc = inspect.getdoc(cls) or ""
-        infos.append(RuleInfo(name, getattr(cls, "group", "custom"), _parameters_of(cls), doc.split("\n\n")[0].replace("\n", " ")))
-    return infos
+        params = _parameters_of(cls) + tuple(getattr(cls, "extra_parameters", ()))
+        infos.append(RuleInfo(name, getattr(cls, "group", "custom"), params,
+                              " ".join(doc.split("\n\n")[0].split()), rule_kind(cls),
+                              tuple(getattr(cls, "default_collections", ()))))
+    order = {g: i for i, g in enumerate(GROUP_ORDER)}
+    return sorted(infos, key=lambda i: (order.get(i.group, len(order)), i.name))
 
 
 def _last_traceback_line(exc: BaseException) -> str:
@@ -106,10 +140,12 @@ def load_custom_rule(path: str | Path, class_name: str) -> type[Rule]:
         classes = [n for n, v in vars(module).items() if inspect.isclass(v) and v.__module__ == module_name]
         hint = f" (it defines: {', '.join(sorted(classes))})" if classes else ""
         raise CustomRuleError(f"Custom rule file {path} has no class {class_name}{hint}")
-    if not inspect.isclass(cls) or not hasattr(cls, "invoke_at_step"):
-        raise CustomRuleError(f"Custom rule file {path}: {class_name} is not a rule class (no invoke_at_step)")
+    if not inspect.isclass(cls) or not (hasattr(cls, "invoke_at_step") or hasattr(cls, "invoke_at_window")):
+        raise CustomRuleError(f"Custom rule file {path}: {class_name} is not a rule class "
+                              "(no invoke_at_step or invoke_at_window)")
     if not issubclass(cls, Rule):
-        raise CustomRuleError(f"Custom rule file {path}: {class_name} does not derive from Rule")
+        raise CustomRuleError(f"Custom rule file {path}: {class_name} does not derive from Rule "
+                              "(or evaluator.ProfilerRule)")
     return cls
 
 

@@ -16,8 +16,9 @@ from __future__ import annotations
 
 import enum
 import logging
-from collections.abc import Callable, Iterable, Sequence
-from typing import Any
+from collections.abc import Callable, Iterable, Mapping, Sequence
+from dataclasses import dataclass
+from typing import Any, ClassVar
 
 from trial.errors import (
     NoMoreData,
@@ -39,8 +40,30 @@ MISSING_DATA_ERRORS: tuple[type[Exception], ...] = (
     NoMoreData,
 )
 
-__all__ = ["MISSING_DATA_ERRORS", "RequiredTensors", "RequiredTensorsForTrial", "Rule",
-           "RuleEvaluationConditionMet", "Verdict", "as_verdict"]
+__all__ = ["MISSING_DATA_ERRORS", "DefaultCollection", "RequiredTensors", "RequiredTensorsForTrial", "Rule",
+           "RuleEvaluationConditionMet", "TENSOR", "PROFILER", "Verdict", "as_verdict"]
+
+# A rule's kind: what its evaluator iterates. Tensor rules judge the steps of the debug-output
+# trial; profiler rules judge windows of time of the profiler-output (evaluator/profiler_rule.py).
+TENSOR = "tensor"
+PROFILER = "profiler"
+
+
+@dataclass(frozen=True)
+class DefaultCollection:
+    """A collection a built-in tensor rule reads, saved by the hook when the rule is attached
+    (the launcher merges these with the user's CollectionConfigurations, launcher/_collections.py)."""
+
+    name: str
+    parameters: tuple[tuple[str, str], ...] = ()
+
+    @classmethod
+    def of(cls, name: str, parameters: Mapping[str, str] | None = None) -> DefaultCollection:
+        return cls(name, tuple((parameters or {}).items()))
+
+    @property
+    def parameter_map(self) -> dict[str, str]:
+        return dict(self.parameters)
 
 
 class Verdict(enum.Enum):
@@ -163,7 +186,15 @@ class Rule:
     Accepts smdebug's signatures: `Rule(base_trial, action_str, other_trials=None)` and the older
     `super().__init__(base_trial)`. `action_str` is kept (`self.action_str`); the evaluator runs
     its actions the first time the rule fires (evaluator/actions.py), not the rule.
+
+    Metadata the registry and the launcher read from the class: `kind` (TENSOR here; PROFILER for
+    `evaluator.profiler_rule.ProfilerRule`), `default_collections` (what the hook must save for a
+    built-in rule: smdebug_rulesconfig's ruleConfigs.json entries first, then the collections the
+    rule reads that ruleConfigs.json leaves out) and, for built-ins, `group` (rules.md's groups).
     """
+
+    kind: ClassVar[str] = TENSOR
+    default_collections: ClassVar[tuple[DefaultCollection, ...]] = ()
 
     def __init__(self, base_trial: Any, action_str: str = "", other_trials: Sequence[Any] | None = None) -> None:
         self.base_trial = base_trial

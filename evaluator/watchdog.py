@@ -39,7 +39,7 @@ PREFIX = "sdlocal-watchdog: "
 IMPORT_STARTED = "importing custom rule file"
 IMPORT_DONE = "imported custom rule file"
 _WARN_EVERY_S = 30.0
-_GUARDED = ("invoke_at_step", "invoke_at_end", "invoke_idle")
+_GUARDED = ("invoke_at_step", "invoke_at_window", "invoke_at_end", "invoke_idle")
 
 log = logging.getLogger("evaluator.watchdog")
 

@@ -7,12 +7,13 @@ Precedence (documented in README and tested):
    key by key. Entries equal to a default of a built-in rule in the same request are applied first,
    the other (explicit) entries after them, in request order: **the user's explicit entry wins over a
    rule's default**, and keys only one of them sets are kept.
-2. Each built-in Debugger rule then brings its default collections from `smdebug_rulesconfig`
-   (`ruleConfigs.json`), plus ours for the data a rule reads that ruleConfigs.json leaves out
-   (`EXTRA_RULE_COLLECTIONS`: ClassImbalance/Confusion read `labels`/`predictions`,
+2. Each built-in Debugger rule then brings its default collections, which the rule class owns
+   (`default_collections`, read through `evaluator.registry.default_collections`):
+   smdebug_rulesconfig's ruleConfigs.json entries, then sdlocal's for the data a rule reads that
+   ruleConfigs.json leaves out (ClassImbalance/Confusion read `labels`/`predictions`,
    SaturatedActivation `tanh_input`/`sigmoid_input`, PoorWeightInitialization also `gradients`).
    A collection the request does not name is added; for one it names, the request's keys win and
-   the default only fills missing keys.
+   the default only fills missing keys. Profiler rules bring none.
 3. A rule default's save schedule (`save_interval`, `save_steps`, `start_step`, `end_step`, with
    or without a `train.`/`eval.`/... prefix) is dropped when the user's HookParameters set any
    schedule key: `--hook-param save_interval=5` then applies to the rules' collections too.
@@ -39,34 +40,12 @@ class CollectionConfig:
         return entry
 
 
-# Collections a built-in rule reads that ruleConfigs.json does not list (on SageMaker the user
-# had to add them). No parameters: the hook knows them (hook/config.py OPTIONAL_REGEX, members by
-# module type or role in hook/_members.py) and they follow the hook's save schedule.
-EXTRA_RULE_COLLECTIONS: dict[str, tuple[str, ...]] = {
-    "ClassImbalance": ("labels", "predictions"),
-    "Confusion": ("labels", "predictions"),
-    "SaturatedActivation": ("tanh_input", "sigmoid_input"),
-    "PoorWeightInitialization": ("gradients",),
-}
-
-
 def rule_default_collections(rule_to_invoke: str) -> list[CollectionConfig]:
-    """Default collections of a built-in rule: smdebug_rulesconfig's ruleConfigs.json, then
-    EXTRA_RULE_COLLECTIONS not already named there ([] for a rule with neither)."""
-    out: list[CollectionConfig] = []
-    try:
-        from smdebug_rulesconfig.debugger_rules._utils import _get_rule_config
-    except ImportError:  # pragma: no cover - it is a declared dependency
-        config: dict[str, Any] = {}
-    else:
-        config = _get_rule_config(rule_to_invoke) or {}
-    for entry in config.get("CollectionConfigurations") or []:
-        params = {str(k): str(v) for k, v in (entry.get("CollectionParameters") or {}).items()}
-        out.append(CollectionConfig(str(entry["CollectionName"]), params))
-    named = {c.name for c in out}
-    out += [CollectionConfig(name, {}) for name in EXTRA_RULE_COLLECTIONS.get(rule_to_invoke, ())
-            if name not in named]
-    return out
+    """Default collections of a built-in rule, as its class declares them ([] for a rule with
+    none, a profiler rule, or a name that is not a built-in rule)."""
+    from evaluator.registry import default_collections
+
+    return [CollectionConfig(c.name, c.parameter_map) for c in default_collections(rule_to_invoke)]
 
 
 SCHEDULE_KEYS = ("save_interval", "save_steps", "start_step", "end_step")

@@ -51,7 +51,7 @@ def evaluate_isolated(
     env = {**os.environ, **(endpoint_env or {})}
     request: dict[str, Any] = {
         "trial_uri": trial, "rule_name": rule_name, "params": dict(params), "custom_rule_file": custom_rule_file,
-        "endpoint_url": env.get("AWS_ENDPOINT_URL_S3") if trial.startswith("s3://") else None,
+        "endpoint_url": env.get("AWS_ENDPOINT_URL_S3") if _uses_s3(trial, extra) else None,
         "rule_timeout_s": rule_timeout_s, **(extra or {}),
     }
     with tempfile.TemporaryDirectory(prefix="sdlocal-evaluate-") as tmp:
@@ -88,6 +88,11 @@ def evaluate_isolated(
             return RuleStatus.from_json(status_path.read_text()).to_dict()
         except (OSError, ValueError, KeyError):  # none (it died first), or torn
             return _status(rule_name, Status.ERROR, death_details(handle.exit_info(), tail_lines(log_path)))
+
+
+def _uses_s3(trial: str, extra: Mapping[str, Any] | None) -> bool:
+    """The trial or a report output (profiler rules' `report_output`) is an s3:// prefix."""
+    return trial.startswith("s3://") or str((extra or {}).get("report_output") or "").startswith("s3://")
 
 
 def _status(rule_name: str, status: Status, details: str) -> dict[str, Any]:

@@ -320,13 +320,22 @@ def _remove_job_containers(job_name: str) -> list[str]:
 @click.option("--rule", "rule_name", metavar="NAME", help="Built-in rule to run (see `sdlocal rules`).")
 @click.option("--param", "params", multiple=True, callback=_kv, metavar="K=V", help="A RuleParameter. Repeatable.")
 @click.option("--custom-rule", metavar="FILE.py:CLASS", help="Run a custom rule class from a file instead.")
+@click.option("--output", "output", metavar="DIR_OR_S3",
+              help="Profiler rules: the rule-output folder their reports go to "
+                   "(<output>/profiler-output/profiler-reports/<Rule>.json). Default: not written.")
 @_rule_timeout_option
 @_endpoint_option
 @click.option("--json", "as_json", is_flag=True, help="Print the final status as JSON.")
 @click.pass_context
 def evaluate(ctx: click.Context, trial: str, rule_name: str | None, params: tuple[tuple[str, str], ...],
-             custom_rule: str | None, rule_timeout: float, s3_endpoint_url: str | None, as_json: bool) -> None:
-    """Evaluate one rule on a finished TRIAL (a local folder or an s3:// debug-output prefix).
+             custom_rule: str | None, output: str | None, rule_timeout: float, s3_endpoint_url: str | None,
+             as_json: bool) -> None:
+    """Evaluate one rule on a finished job's output TRIAL (a local folder or an s3:// prefix).
+
+    Debugger rules read a debug-output trial. Profiler rules (`sdlocal rules`, group profiler)
+    read the profiler-output found at TRIAL: the folder itself, TRIAL/profiler-output (a job's
+    S3 prefix), TRIAL/output/profiler (an sdlocal job folder), or the profiler-output beside a
+    debug-output.
 
     The rule runs in an evaluator process of its own (a custom rule that exits, crashes or hangs
     ends `Error`, saying how). Exit 0 when the rule ran (IssuesFound or NoIssuesFound), 1 on
@@ -342,12 +351,14 @@ def evaluate(ctx: click.Context, trial: str, rule_name: str | None, params: tupl
             raise click.BadParameter("expected FILE.py:CLASS", param_hint="--custom-rule")
     if not rule_name:
         raise click.UsageError("give --rule NAME or --custom-rule FILE.py:CLASS")
-    endpoint_env = _endpoint(s3_endpoint_url).child_env() if trial.startswith("s3://") else {}
+    uses_s3 = trial.startswith("s3://") or (output or "").startswith("s3://")
+    endpoint_env = _endpoint(s3_endpoint_url).child_env() if uses_s3 else {}
     stop = threading.Event()
     with stop_on_signals(stop):
         row = evaluate_isolated(trial, rule_name, dict(params), custom_rule_file=custom_file,
                                 endpoint_env=endpoint_env, rule_timeout_s=rule_timeout, stop=stop,
-                                echo=lambda line: click.echo(line, err=True))
+                                echo=lambda line: click.echo(line, err=True),
+                                extra={"report_output": output} if output else None)
     _print_statuses([row], as_json)
     if row["RuleEvaluationStatus"] == "Stopped":
         ctx.exit(130)
@@ -360,18 +371,24 @@ def evaluate(ctx: click.Context, trial: str, rule_name: str | None, params: tupl
 @cli.command()
 @click.option("--json", "as_json", is_flag=True, help="Print the rules as JSON.")
 def rules(as_json: bool) -> None:
-    """List the built-in Debugger rules, their group and parameters."""
+    """List the built-in rules (Debugger rules, then profiler rules) by group, with their parameters."""
     from evaluator.registry import builtin_rule_infos
 
     infos = builtin_rule_infos()
     if as_json:
-        click.echo(json.dumps([{"name": i.name, "group": i.group, "parameters": dict(i.parameters),
+        click.echo(json.dumps([{"name": i.name, "group": i.group, "kind": i.kind, "parameters": dict(i.parameters),
+                                "default_collections": [{"CollectionName": c.name, "CollectionParameters": c.parameter_map}
+                                                        for c in i.default_collections],
                                 "description": i.description} for i in infos], indent=1))
         return
     width = max([len("Rule"), *(len(i.name) for i in infos)])
     gwidth = max([len("Group"), *(len(i.group) for i in infos)])
     click.echo(f"{'Rule'.ljust(width)}  {'Group'.ljust(gwidth)}  Parameters (defaults)")
+    group = None
     for i in infos:
+        if group is not None and i.group != group:
+            click.echo("")
+        group = i.group
         params = ", ".join(f"{k}={v}" if v else k for k, v in i.parameters)
         click.echo(f"{i.name.ljust(width)}  {i.group.ljust(gwidth)}  {params}".rstrip())
 

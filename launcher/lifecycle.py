@@ -319,6 +319,10 @@ class JobLifecycle:
         self._next_check = self.clock() + self.options.settle_interval_s
         for _, note in self.evaluators.watchdog_notes():
             self.echo(note)
+        self._settle()
+
+    def _settle(self) -> None:
+        """Error for each evaluator that died without a status, said on screen."""
         for e in self._look(self.evaluators.settle) or ():
             self.echo(f"Rule {e.rule.name}: {e.death} without a status: Error "
                       f"(see `sdlocal logs {self.spec.job_name} --rule {e.rule.name}`)")
@@ -400,7 +404,7 @@ class JobLifecycle:
         elif waited.timed_out:
             self.evaluators.stop("Error", f"ClientError: the evaluator did not finish within {timeout:g}s "
                                           "after training ended")
-        self.evaluators.settle()
+        self._settle()  # the ones that died since the last check (between checks: not said yet)
 
     def close(self, failure: BaseException | None = None) -> None:
         """Stop the evaluators still running (a stop during publishing, an error), close the runtime."""

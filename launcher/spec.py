@@ -288,7 +288,8 @@ def _parse(
     if dup:
         raise SpecError("RuleConfigurationName", f"must be unique within the job; duplicated: {', '.join(dup)}")
     if check_rule_names:
-        _check_builtin_rules(debug_rules)
+        _check_builtin_rules(debug_rules, "DebugRuleConfigurations")
+        _check_builtin_rules(profiler_rules, "ProfilerRuleConfigurations")
 
     hook = None
     if "DebugHookConfig" in req or debug_rules:
@@ -371,7 +372,7 @@ def _check_custom_rule_file(path: Path, class_name: str, where: str) -> None:
         raise SpecError(f"{where}.rule_to_invoke", f"class {class_name!r} is not defined in {path}")
 
 
-def _check_builtin_rules(rules: tuple[RuleSpec, ...]) -> None:
+def _check_builtin_rules(rules: tuple[RuleSpec, ...], key: str) -> None:
     from evaluator.registry import UnknownRuleError, get_rule_class
 
     for i, rule in enumerate(rules):
@@ -380,7 +381,7 @@ def _check_builtin_rules(rules: tuple[RuleSpec, ...]) -> None:
         try:
             get_rule_class(rule.rule_to_invoke)
         except UnknownRuleError as e:
-            raise SpecError(f"DebugRuleConfigurations[{i}].RuleParameters.rule_to_invoke", str(e)) from e
+            raise SpecError(f"{key}[{i}].RuleParameters.rule_to_invoke", str(e)) from e
 
 
 def _hook(hook_req: Mapping[str, Any], debug_output: str, rules: tuple[RuleSpec, ...]) -> HookSpec:

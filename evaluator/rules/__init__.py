@@ -13,18 +13,24 @@ from typing import Any
 from evaluator.rule import Rule
 
 
-def builtin_rule_classes() -> list[type[Rule]]:
-    """The built-in rule classes of every rule module of this package, sorted by name."""
+def rule_classes_in(package: str, path: list[str]) -> list[type[Rule]]:
+    """The `Rule` subclasses with a `group` class attribute defined by the public modules of a
+    package, sorted by name (evaluator.rules, evaluator.profiler_rules)."""
     found: dict[str, type[Rule]] = {}
-    for info in pkgutil.iter_modules(__path__):
+    for info in pkgutil.iter_modules(path):
         if info.name.startswith("_"):
             continue
-        module = importlib.import_module(f"{__name__}.{info.name}")
+        module = importlib.import_module(f"{package}.{info.name}")
         for value in vars(module).values():
             if (isinstance(value, type) and issubclass(value, Rule) and value.__module__ == module.__name__
                     and "group" in vars(value)):
                 found[value.__name__] = value
     return [found[name] for name in sorted(found)]
+
+
+def builtin_rule_classes() -> list[type[Rule]]:
+    """The built-in tensor rule classes of every rule module of this package, sorted by name."""
+    return rule_classes_in(__name__, list(__path__))
 
 
 def __getattr__(name: str) -> Any:

@@ -7,7 +7,7 @@ from typing import Any
 import numpy as np
 
 from evaluator.params import parse_float, parse_int
-from evaluator.rule import Rule, Verdict
+from evaluator.rule import DefaultCollection, Rule, Verdict
 from evaluator.rules._select import TensorSelection, value_or_none
 
 
@@ -33,6 +33,9 @@ class CheckInputImages(Rule):
     """
 
     group = "DL applications"
+    default_collections = (
+        DefaultCollection.of("input_image", {"include_regex": ".*hybridsequential0_input_0", "save_interval": "500"}),
+    )
 
     def __init__(
         self,

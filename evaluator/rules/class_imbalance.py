@@ -10,7 +10,7 @@ import numpy as np
 
 from evaluator.errors import RuleParameterError
 from evaluator.params import parse_bool, parse_float, parse_int
-from evaluator.rule import Rule, Verdict
+from evaluator.rule import DefaultCollection, Rule, Verdict
 from evaluator.rules._select import REDUCTION_PREFIX, is_training, value_or_none
 from trial.modes import ModeKeys
 
@@ -51,6 +51,7 @@ class ClassImbalance(Rule):
     """
 
     group = "universal"
+    default_collections = (DefaultCollection.of("labels"), DefaultCollection.of("predictions"))  # sdlocal's
 
     def __init__(
         self,

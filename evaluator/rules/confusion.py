@@ -6,7 +6,7 @@ from typing import Any
 import numpy as np
 
 from evaluator.params import is_none, parse_float, parse_int
-from evaluator.rule import Rule, Verdict
+from evaluator.rule import DefaultCollection, Rule, Verdict
 from evaluator.rules._select import TensorSelection, is_training, value_or_none
 from trial.modes import ModeKeys
 
@@ -71,6 +71,7 @@ class Confusion(Rule):
     """
 
     group = "universal"
+    default_collections = (DefaultCollection.of("labels"), DefaultCollection.of("predictions"))  # sdlocal's
 
     def __init__(
         self,

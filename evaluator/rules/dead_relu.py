@@ -6,7 +6,7 @@ from typing import Any
 import numpy as np
 
 from evaluator.params import parse_float
-from evaluator.rule import Rule, Verdict
+from evaluator.rule import DefaultCollection, Rule, Verdict
 from evaluator.rules._select import TensorSelection
 from evaluator.rules._units import percent_inactive_at
 
@@ -32,6 +32,7 @@ class DeadRelu(Rule):
     """
 
     group = "deep learning"
+    default_collections = (DefaultCollection.of("relu_output", {"include_regex": ".*relu_output", "save_interval": "500"}),)
 
     def __init__(
         self,

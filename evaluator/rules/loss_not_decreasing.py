@@ -6,7 +6,7 @@ from typing import Any
 
 from evaluator.errors import RuleParameterError
 from evaluator.params import parse_bool, parse_float, parse_int, parse_mode
-from evaluator.rule import Rule, Verdict
+from evaluator.rule import DefaultCollection, Rule, Verdict
 from evaluator.rules._select import TensorSelection, mean_losses
 from trial.modes import ModeKeys
 
@@ -36,6 +36,7 @@ class LossNotDecreasing(Rule):
     """
 
     group = "universal"
+    default_collections = (DefaultCollection.of("losses", {"save_interval": "500"}),)
 
     def __init__(
         self,

@@ -7,7 +7,7 @@ import numpy as np
 
 from evaluator.errors import RuleParameterError
 from evaluator.params import parse_float, parse_str_list
-from evaluator.rule import Rule, Verdict
+from evaluator.rule import DefaultCollection, Rule, Verdict
 from evaluator.rules._select import TensorSelection, value_or_none
 
 
@@ -25,6 +25,9 @@ class NLPSequenceRatio(Rule):
     """
 
     group = "DL applications"
+    default_collections = (
+        DefaultCollection.of("input_sequence", {"include_regex": ".*embedding0_input_0", "save_interval": "500"}),
+    )
 
     def __init__(
         self,

@@ -7,7 +7,7 @@ from typing import Any
 import numpy as np
 
 from evaluator.params import parse_float, parse_int
-from evaluator.rule import Rule, Verdict
+from evaluator.rule import DefaultCollection, Rule, Verdict
 from evaluator.rules._select import (
     TensorSelection,
     has_train_steps,
@@ -42,6 +42,10 @@ class PoorWeightInitialization(Rule):
     """
 
     group = "deep learning"
+    default_collections = (
+        DefaultCollection.of("relu_input", {"include_regex": ".*relu_input", "save_interval": "500"}),
+        DefaultCollection.of("gradients"),  # sdlocal: the gradient spread check reads them
+    )
 
     def __init__(
         self,

@@ -9,7 +9,7 @@ import numpy as np
 
 from evaluator.errors import RuleParameterError
 from evaluator.params import parse_float
-from evaluator.rule import Rule, Verdict
+from evaluator.rule import DefaultCollection, Rule, Verdict
 from evaluator.rules._select import TensorSelection
 from evaluator.rules._units import percent_inactive_at
 
@@ -40,6 +40,7 @@ class SaturatedActivation(Rule):
     """
 
     group = "deep learning"
+    default_collections = (DefaultCollection.of("tanh_input"), DefaultCollection.of("sigmoid_input"))  # sdlocal's
 
     def __init__(
         self,

@@ -5,7 +5,7 @@ import math
 from typing import Any
 
 from evaluator.params import parse_float
-from evaluator.rule import Rule, Verdict
+from evaluator.rule import DefaultCollection, Rule, Verdict
 from evaluator.rules._select import TensorSelection, reduction_or_none
 
 
@@ -18,6 +18,7 @@ class VanishingGradient(Rule):
     """
 
     group = "deep learning"
+    default_collections = (DefaultCollection.of("gradients", {"save_interval": "500"}),)
 
     def __init__(self, base_trial: Any, threshold: object = 1e-7, action_str: str = "") -> None:
         super().__init__(base_trial, action_str=action_str)

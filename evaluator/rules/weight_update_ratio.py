@@ -8,7 +8,7 @@ from typing import Any
 import numpy as np
 
 from evaluator.params import parse_float, parse_int
-from evaluator.rule import Rule, Verdict
+from evaluator.rule import DefaultCollection, Rule, Verdict
 from evaluator.rules._select import TensorSelection, has_train_steps, training_position, value_or_none
 
 
@@ -26,6 +26,7 @@ class WeightUpdateRatio(Rule):
     """
 
     group = "deep learning"
+    default_collections = (DefaultCollection.of("weights", {"save_interval": "500"}),)
 
     def __init__(
         self,

@@ -1,8 +1,9 @@
 """Profiling under the docker runtime: the system sampler samples the training CONTAINER (its pid,
 its cgroup), the hook's LocalPath is /opt/ml/output/profiler inside it (the job folder's
 output/profiler on the host, uploaded like the tensors), and each profiler rule gets its own
-evaluator container with the evaluator's environment contract. The evaluator's registry has no
-profiler rule yet: a stand-in runs in the evaluator image instead of `python -m evaluator`."""
+evaluator container with the evaluator's environment contract, checked by a stand-in run in the
+evaluator image instead of `python -m evaluator` (the real profiler evaluators:
+test_profiler_e2e.py)."""
 from __future__ import annotations
 
 import json

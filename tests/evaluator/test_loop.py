@@ -340,3 +340,30 @@ def test_unreadable_collections_end_with_an_error_status_not_a_traceback(tmp_pat
     assert final.status is Status.ERROR and statuses[-1] == final
     assert final.status_details.startswith("ClientError: Cannot read the trial's collections: CorruptRecordError: ")
     assert "worker_0_collections.json" in final.status_details
+
+
+class SlowSteps(Recording):
+    """A rule whose every step takes 0.3 s of the (fake) clock."""
+
+    def __init__(self, base_trial, clock: Clock):  # type: ignore[no-untyped-def]
+        super().__init__(base_trial)
+        self.clock = clock
+
+    def invoke_at_step(self, step: int) -> bool:
+        self.clock.now += 0.3
+        return super().invoke_at_step(step)
+
+
+def test_a_slow_poll_shortens_the_next_sleep_so_polls_keep_their_interval(tmp_path: Path) -> None:
+    clock = Clock()
+    grow = grower(tmp_path, [[1.0], [1.0, 1.0], [1.0, 1.0, 1.0, 1.0]], clock)
+    slept: list[float] = []
+
+    def sleep(seconds: float) -> None:
+        slept.append(round(seconds, 6))
+        grow(seconds)
+
+    final, _, rule = run(tmp_path, [], lambda t: SlowSteps(t, clock), sleep=sleep, clock=clock)
+    assert final.status is Status.NO_ISSUES_FOUND and rule.seen == list(range(7))
+    # polls reading 0, 1, 2 and 4 steps took 0, 0.3, 0.6 and 1.2 s: the sleeps make up the rest of 1 s
+    assert slept[:4] == [1.0, 0.7, 0.4, 0.0]

@@ -56,8 +56,18 @@ def test_builtin_rule_infos() -> None:
         "deep learning": {"DeadRelu", "ExplodingTensor", "PoorWeightInitialization", "SaturatedActivation",
                           "TensorVariance", "VanishingGradient", "WeightUpdateRatio"},
         "DL applications": {"CheckInputImages", "NLPSequenceRatio"},
+        "profiler": {"BatchSize", "CPUBottleneck", "Dataloader", "GPUMemoryIncrease", "IOBottleneck",
+                     "LoadBalancing", "LowGPUUtilization", "MaxInitializationTime", "OverallSystemUsage",
+                     "OverallFrameworkMetrics", "StepOutlier", "ProfilerReport"},
     }
     assert set(infos) == set().union(*groups.values())
+    assert {n for n, i in infos.items() if i.kind == "profiler"} == groups["profiler"]
+    # listed by group (rules.md's order), then by name
+    listed = [(i.group, i.name) for i in builtin_rule_infos()]
+    assert [g for g, _ in listed] == sorted((g for g, _ in listed), key=list(groups).index)
+    assert dict(infos["StepOutlier"].parameters) == {"stddev": "3", "mode": "None", "n_outliers": "10",
+                                                     "scan_interval_us": "60000000"}
+    assert "<Rule>_<parameter>" in dict(infos["ProfilerReport"].parameters)
     assert {name: info.group for name, info in infos.items()} == {
         name: group for group, names in groups.items() for name in names
     }
@@ -149,3 +159,39 @@ def test_a_custom_constructor_failing_otherwise_is_an_error_status_not_a_traceba
     status = evaluate_trial(str(trial_dir), "FirstGradient", {}, custom_rule_file=str(path))
     assert status.status is Status.ERROR
     assert status.status_details.endswith("could not be built: IndexError: list index out of range")
+
+
+def test_each_tensor_rule_owns_its_default_collections() -> None:
+    """smdebug_rulesconfig's ruleConfigs.json entries come first, exactly as written there; the
+    collections sdlocal adds come after them; profiler rules bring none."""
+    from smdebug_rulesconfig.debugger_rules._utils import _get_rule_config
+
+    from evaluator.registry import BUILTIN_RULES, default_collections, rule_kind
+
+    added = {}
+    for name, cls in BUILTIN_RULES.items():
+        ours = [(c.name, c.parameter_map) for c in default_collections(name)]
+        assert ours == [(c.name, c.parameter_map) for c in cls.default_collections]
+        if rule_kind(name) == "profiler":
+            assert ours == [], name
+            continue
+        config = _get_rule_config(name) or {}
+        theirs = [(e["CollectionName"], {k: str(v) for k, v in (e.get("CollectionParameters") or {}).items()})
+                  for e in config.get("CollectionConfigurations") or []]
+        assert ours[:len(theirs)] == theirs, name
+        if ours[len(theirs):]:
+            added[name] = [n for n, _ in ours[len(theirs):]]
+    assert added == {"ClassImbalance": ["labels", "predictions"], "Confusion": ["labels", "predictions"],
+                     "SaturatedActivation": ["tanh_input", "sigmoid_input"], "PoorWeightInitialization": ["gradients"]}
+    assert default_collections("NoSuchRule") == ()
+
+
+def test_rule_kind() -> None:
+    from evaluator import ProfilerRule
+    from evaluator.registry import rule_kind
+
+    assert rule_kind("VanishingGradient") == "tensor"
+    assert rule_kind("ProfilerReport") == "profiler" and rule_kind("StepOutlier") == "profiler"
+    assert rule_kind(ProfilerRule) == "profiler" and rule_kind(Rule) == "tensor"
+    with pytest.raises(UnknownRuleError, match="Did you mean: StepOutlier"):
+        rule_kind("StepOutlire")

@@ -112,6 +112,24 @@ def test_rules_lists_builtins() -> None:
     assert "threshold" in next(r for r in rows if r["name"] == "VanishingGradient")["parameters"]
 
 
+def test_rules_lists_profiler_rules_grouped_after_debugger_rules() -> None:
+    lines = CliRunner().invoke(cli, ["rules"]).output.splitlines()
+    blocks = "\n".join(lines[1:]).split("\n\n")  # one block per group, rules.md's order
+    assert [b.split()[1] if b.split()[1] != "deep" else "deep learning" for b in blocks][:2] == ["universal", "deep learning"]
+    profiler = blocks[-1].splitlines()
+    assert [line.split()[0] for line in profiler] == sorted([
+        "BatchSize", "CPUBottleneck", "Dataloader", "GPUMemoryIncrease", "IOBottleneck", "LoadBalancing",
+        "LowGPUUtilization", "MaxInitializationTime", "OverallFrameworkMetrics", "OverallSystemUsage",
+        "ProfilerReport", "StepOutlier"])
+    assert next(line for line in profiler if line.startswith("StepOutlier")).split(None, 2)[2] == (
+        "stddev=3, mode=None, n_outliers=10, scan_interval_us=60000000")
+    rows = {r["name"]: r for r in json.loads(CliRunner().invoke(cli, ["rules", "--json"]).output)}
+    assert rows["StepOutlier"]["kind"] == "profiler" and rows["StepOutlier"]["default_collections"] == []
+    assert rows["VanishingGradient"]["kind"] == "tensor"
+    assert rows["VanishingGradient"]["default_collections"] == [
+        {"CollectionName": "gradients", "CollectionParameters": {"save_interval": "500"}}]
+
+
 @pytest.mark.parametrize(("trial", "rule", "status", "code"), [
     ("exploding", "ExplodingTensor", "IssuesFound", 0),
     ("healthy", "ExplodingTensor", "NoIssuesFound", 0),

@@ -170,9 +170,9 @@ def test_job_as_the_sdk_builds_it_samples_the_system_until_ctrl_c(tmp_path: Path
         proc.kill()
     assert proc.returncode == 130, err
     assert "System metrics of this host every 500 ms" in err
-    assert "Profiler rules are not evaluated yet: ProfilerReport" in err
+    assert "not evaluated yet" not in err
     assert [(s["RuleConfigurationName"], s["RuleEvaluationStatus"]) for s in json.loads(out)] == [
-        ("LossNotDecreasing", "Stopped")]
+        ("LossNotDecreasing", "Stopped"), ("ProfilerReport", "Stopped")]
     stored = {o["Key"][len(prefix):] for o in s3_client.list_objects_v2(Bucket="sdlocal", Prefix=prefix)["Contents"]}
     assert {"system/training_job_end.ts", "framework/training_job_end.ts"} <= stored
     local = tmp_path / "jobs" / job / "output" / "profiler"

@@ -204,6 +204,26 @@ def test_unknown_builtin_rule_suggests_close_match(src: Path) -> None:
     assert "VanishingGradient" in info.value.message
 
 
+def test_unknown_builtin_profiler_rule_is_a_spec_error_and_known_ones_get_an_evaluator(src: Path) -> None:
+    from launcher._evaluators import profiler_rule_runs
+
+    req = {"EntryPoint": "train.py", "ProfilerRuleConfigurations": [
+        {"RuleConfigurationName": "ProfilerReport"}, {"RuleConfigurationName": "StepOutlier"},
+        {"RuleConfigurationName": "Slow", "RuleParameters": {"rule_to_invoke": "StepOutlyer"}}]}
+    with pytest.raises(SpecError) as info:
+        parse(req, src, check_rule_names=True)
+    assert info.value.field == "ProfilerRuleConfigurations[2].RuleParameters.rule_to_invoke"
+    assert "StepOutlier" in info.value.message
+    (src / "mine.py").write_text("class Mine: pass\n")
+    req["ProfilerRuleConfigurations"][2] = {"RuleConfigurationName": "Mine", "RuleParameters": {
+        "rule_to_invoke": "Mine", "source_s3_uri": "mine.py"}}
+    spec = parse(req, src, check_rule_names=True)
+    assert [profiler_rule_runs(r) for r in spec.profiler_rules] == [True, True, True]
+    unchecked = parse({"EntryPoint": "train.py", "ProfilerRuleConfigurations": [{"RuleConfigurationName": "Nope"}]},
+                      src, check_rule_names=False)
+    assert not profiler_rule_runs(unchecked.profiler_rules[0])
+
+
 def test_load_request_yaml_and_json(tmp_path: Path) -> None:
     good = tmp_path / "job.yaml"
     good.write_text("EntryPoint: train.py\nHyperParameters:\n  lr: 0.5\n")

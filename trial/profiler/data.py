@@ -45,23 +45,30 @@ def _window(sorted_us: np.ndarray, start_us: int | None, end_us: int | None) -> 
 
 
 class _SeriesBuilder:
-    """Appends cheaply; sorts and caches on read."""
+    """Appends cheaply (`ts`/`vals` hold the samples added since the last read); on read, the new
+    samples are appended to the cached arrays, or merged in by time when they are older than the
+    newest one there."""
 
     __slots__ = ("ts", "vals", "cache")
 
     def __init__(self) -> None:
         self.ts: list[int] = []
         self.vals: list[float] = []
-        self.cache: Series | None = None
+        self.cache = Series(np.empty(0, np.int64), np.empty(0, np.float64))
+
+    def __len__(self) -> int:
+        return len(self.cache) + len(self.ts)
 
     def series(self) -> Series:
-        if self.cache is None or len(self.cache) != len(self.ts):
-            ts = np.asarray(self.ts, dtype=np.int64)
-            vals = np.asarray(self.vals, dtype=np.float64)
+        if self.ts:
+            new_ts = np.asarray(self.ts, dtype=np.int64)
+            new_vals = np.asarray(self.vals, dtype=np.float64)
+            self.ts, self.vals = [], []
+            ts = np.concatenate((self.cache.timestamps_us, new_ts))
+            vals = np.concatenate((self.cache.values, new_vals))
             if ts.size > 1 and np.any(ts[1:] < ts[:-1]):
                 order = np.argsort(ts, kind="stable")
                 ts, vals = ts[order], vals[order]
-                self.ts, self.vals = ts.tolist(), vals.tolist()
             self.cache = Series(ts, vals)
         return self.cache
 
@@ -125,6 +132,16 @@ class SystemMetrics:
             matrix[np.searchsorted(stamps, p.timestamps_us), j] = p.values
         return stamps, matrix
 
+    def latest_by_node(self) -> dict[str, int]:
+        """The newest sample timestamp (µs) of each node."""
+        out: dict[str, int] = {}
+        for key, b in self._series.items():
+            s = b.series()
+            if len(s):
+                last = int(s.timestamps_us[-1])
+                out[key.node] = max(out.get(key.node, last), last)
+        return out
+
     def time_range(self) -> tuple[int, int] | None:
         """(first, last) sample timestamp in µs, or None when there is no sample."""
         bounds = [(s.timestamps_us[0], s.timestamps_us[-1]) for s in (b.series() for b in self._series.values()) if len(s)]
@@ -180,37 +197,76 @@ def _step_num(event: TraceEvent) -> int:
 
 
 class FrameworkEvents:
+    """Events sorted by start. New events are merged in when next read: a few (a live poll) are
+    inserted where they belong, and the cached columns (`arrays()`, `steps()`) get the same rows
+    inserted instead of being rebuilt, so following a long job costs per new event, not per
+    event read so far; a backlog (more than an eighth of what is there) is sorted in at once."""
+
     def __init__(self) -> None:
         self._events: list[TraceEvent] = []
-        self._sorted = True
         self._starts: list[int] = []
+        self._pending: list[TraceEvent] = []
         self._max_dur = 0
         self._max_end: int | None = None
+        self._end_by_node: dict[str, int] = {}
         self._arrays: EventArrays | None = None
+        self._phase_ids: dict[str, int] = {}
+        self._name_ids: dict[str, int] = {}
         self._steps: StepArrays | None = None
+        self._modes: dict[str, int | None] = {}  # phase -> ModeKeys value of a step phase
 
     def add(self, events: Iterable[TraceEvent]) -> int:
-        before = len(self._events)
+        n = 0
         for e in events:
-            if self._events and e.start_us < self._events[-1].start_us:
-                self._sorted = False
-            self._events.append(e)
-            if self._sorted:
-                self._starts.append(e.start_us)
+            self._pending.append(e)
+            n += 1
             self._max_dur = max(self._max_dur, e.end_us - e.start_us)
             self._max_end = e.end_us if self._max_end is None else max(self._max_end, e.end_us)
-        if len(self._events) != before:
-            self._arrays = self._steps = None
-        return len(self._events) - before
+            if e.end_us > self._end_by_node.get(e.node, e.end_us - 1):
+                self._end_by_node[e.node] = e.end_us
+        return n
 
     def __len__(self) -> int:
-        return len(self._events)
+        return len(self._events) + len(self._pending)
+
+    def _mode_of(self, phase: str) -> int | None:
+        if phase not in self._modes:
+            mode = step_mode(phase)
+            self._modes[phase] = None if mode is None else int(mode)
+        return self._modes[phase]
 
     def _ensure_sorted(self) -> None:
-        if not self._sorted:
-            self._events.sort(key=lambda e: e.start_us)
+        if not self._pending:
+            return
+        new = sorted(self._pending, key=lambda e: e.start_us)
+        self._pending = []
+        if len(new) > max(64, len(self._events) // 8):
+            self._events = sorted(self._events + new, key=lambda e: e.start_us)  # stable: old first on ties
             self._starts = [e.start_us for e in self._events]
-            self._sorted = True
+            self._arrays = self._steps = None
+            return
+        # where each new event goes in the OLD order (ties after the old ones, as a stable sort)
+        old_at = [bisect.bisect_right(self._starts, e.start_us) for e in new]
+        for shift, (e, at) in enumerate(zip(new, old_at, strict=True)):
+            self._starts.insert(at + shift, e.start_us)
+            self._events.insert(at + shift, e)
+        if self._arrays is not None:
+            a = self._arrays
+            self._arrays = EventArrays(
+                np.insert(a.start_us, old_at, [e.start_us for e in new]),
+                np.insert(a.end_us, old_at, [e.end_us for e in new]),
+                np.insert(a.phase_id, old_at, [self._phase_ids.setdefault(e.phase, len(self._phase_ids)) for e in new]),
+                np.insert(a.name_id, old_at, [self._name_ids.setdefault(e.name, len(self._name_ids)) for e in new]),
+                list(self._phase_ids), list(self._name_ids))
+        if self._steps is not None:
+            rows = [(e, m) for e in new if (m := self._mode_of(e.phase)) is not None]
+            if rows:
+                s = self._steps
+                where = np.searchsorted(s.start_us, [e.start_us for e, _ in rows], side="right")
+                self._steps = StepArrays(np.insert(s.start_us, where, [e.start_us for e, _ in rows]),
+                                         np.insert(s.end_us, where, [e.end_us for e, _ in rows]),
+                                         np.insert(s.step, where, [_step_num(e) for e, _ in rows]),
+                                         np.insert(s.mode, where, [m for _, m in rows]))
 
     def events(self, start_us: int | None = None, end_us: int | None = None, *, phase: str | None = None,
                name: str | None = None) -> list[TraceEvent]:
@@ -228,11 +284,11 @@ class FrameworkEvents:
         return out
 
     def arrays(self) -> EventArrays:
-        """Every event as columns (cached until new events arrive)."""
+        """Every event as columns (kept up to date as events arrive)."""
+        self._ensure_sorted()
         if self._arrays is None:
-            self._ensure_sorted()
-            phases: dict[str, int] = {}
-            names: dict[str, int] = {}
+            self._phase_ids, self._name_ids = {}, {}
+            phases, names = self._phase_ids, self._name_ids
             ev = self._events
             self._arrays = EventArrays(
                 np.fromiter((e.start_us for e in ev), np.int64, len(ev)),
@@ -245,10 +301,10 @@ class FrameworkEvents:
     def steps(self, mode: ModeKeys | int | str | None = None, start_us: int | None = None,
               end_us: int | None = None) -> StepArrays:
         """Step events ("Step:ModeKeys.<MODE>" phases) of one mode, or all, overlapping the window."""
+        self._ensure_sorted()
         if self._steps is None:
-            self._ensure_sorted()
-            rows = [(e.start_us, e.end_us, _step_num(e), int(m)) for e in self._events
-                    if (m := step_mode(e.phase)) is not None]
+            rows = [(e.start_us, e.end_us, _step_num(e), m) for e in self._events
+                    if (m := self._mode_of(e.phase)) is not None]
             cols = list(zip(*rows, strict=True)) if rows else [(), (), (), ()]
             self._steps = StepArrays(np.asarray(cols[0], np.int64), np.asarray(cols[1], np.int64),
                                      np.asarray(cols[2], np.int64), np.asarray(cols[3], np.int8))
@@ -263,6 +319,10 @@ class FrameworkEvents:
         if keep.all():
             return s
         return StepArrays(s.start_us[keep], s.end_us[keep], s.step[keep], s.mode[keep])
+
+    def latest_end_by_node(self) -> dict[str, int]:
+        """The latest event end (µs) of each node (trace writer)."""
+        return dict(self._end_by_node)
 
     def time_range(self) -> tuple[int, int] | None:
         """(first start, last end) in µs, or None when there is no event."""

@@ -120,6 +120,12 @@ class ProfilerReader:
         """Training has ended and every file written before the end marker has been read."""
         return self._loaded_all
 
+    def assume_ended(self) -> None:
+        """Treat the training as ended without its end markers (a finished job evaluated afterwards,
+        or the debug-output's end marker seen first): the next refresh makes the final deep pass
+        and sets `loaded_all`."""
+        self._ended = True
+
     def training_ended(self) -> bool:
         if not self._ended:
             self._ended = self.storage.exists(SYSTEM_END_MARKER) or self.storage.exists(FRAMEWORK_END_MARKER)

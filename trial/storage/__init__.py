@@ -22,7 +22,7 @@ def parse_s3_uri(uri: str) -> tuple[str, str]:
     return bucket, prefix.strip("/")
 
 
-def open_storage(path_or_uri: str | Path, *, client: Any = None, endpoint_url: str | None = None,
+def open_storage(path_or_uri: str | Path | Storage, *, client: Any = None, endpoint_url: str | None = None,
                  retry: Retry | None = None) -> Storage:
     """`retry`: how S3 calls ride through outages (trial/storage/_retry.py; default: 120 s)."""
     if isinstance(path_or_uri, str) and path_or_uri.startswith("s3://"):

@@ -17,7 +17,7 @@ from evaluator.registry import BUILTIN_RULES
 from hook.config import HookConfig
 from launcher._collections import CollectionConfig, merge_collections, rule_default_collections
 
-# Every built-in Debugger rule of rules.md (the XGBoost ones do not apply to PyTorch training).
+# Every built-in Debugger rule of rules.md that PyTorch runs are judged by (XGBoost runs: detection.xgb).
 EXPECTED_RULES: tuple[str, ...] = (
     "VanishingGradient", "ExplodingTensor", "AllZero", "ClassImbalance", "LossNotDecreasing", "Overfit",
     "Overtraining", "SimilarAcrossRuns", "StalledTrainingRule", "TensorVariance", "UnchangedTensor",
@@ -35,13 +35,17 @@ USER_COLLECTIONS: tuple[CollectionConfig, ...] = (
 )
 
 
+# The rules only XGBoost runs are judged by (detection.xgb.XGBOOST_RULES has the universal ones too).
+XGBOOST_ONLY_RULES: tuple[str, ...] = ("FeatureImportanceOverweight", "TreeDepth")
+
+
 def present_rules() -> list[str]:
-    """The rules of EXPECTED_RULES that exist now (discovered at run time), in EXPECTED order."""
-    return [r for r in EXPECTED_RULES if r in BUILTIN_RULES]
+    """The rules of EXPECTED_RULES (then the XGBoost ones) that exist now, in that order."""
+    return [r for r in (*EXPECTED_RULES, *XGBOOST_ONLY_RULES) if r in BUILTIN_RULES]
 
 
 def missing_rules() -> list[str]:
-    return [r for r in EXPECTED_RULES if r not in BUILTIN_RULES]
+    return [r for r in (*EXPECTED_RULES, *XGBOOST_ONLY_RULES) if r not in BUILTIN_RULES]
 
 
 def hook_request(

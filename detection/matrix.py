@@ -13,7 +13,8 @@ from typing import Any
 from detection.errors import DetectionError
 from detection.hookconfig import EXPECTED_RULES, missing_rules, present_rules
 from detection.scenarios import SCENARIOS, Scenario
-from detection.training import train
+from detection.training import Setup, train
+from detection.xgb import XGBOOST_RULES, XgbSetup, train_xgb
 from evaluator.api import evaluate_trial
 from evaluator.status import RuleStatus, Status
 
@@ -112,7 +113,7 @@ def _evaluate(rule: str, run: str, trial: Path, params: dict[str, str], expected
 
 def _rerun(scenario: Scenario) -> bool:
     """A judged healthy run is trained twice (SimilarAcrossRuns compares the two)."""
-    return scenario.healthy and scenario.judged
+    return scenario.healthy and scenario.judged and scenario.framework == "pytorch"
 
 
 def _expected(rule: str, scenario: Scenario) -> str | None:
@@ -128,7 +129,8 @@ def run_matrix(workdir: Path, scenarios: Iterable[Scenario] = SCENARIOS,
     """Train every scenario into `workdir/<run>/` and evaluate every rule on every run."""
     scenarios = list(scenarios)
     rules = present_rules()
-    results = Results(rules=list(EXPECTED_RULES), missing=missing_rules())
+    all_rules = [*EXPECTED_RULES, *(r for r in XGBOOST_RULES if r not in EXPECTED_RULES)]
+    results = Results(rules=all_rules, missing=missing_rules())
     trial_of = lambda name: workdir / name  # noqa: E731 - a one-line mapping
     live: dict[tuple[str, str], Cell] = {}
 
@@ -142,7 +144,8 @@ def run_matrix(workdir: Path, scenarios: Iterable[Scenario] = SCENARIOS,
                 shutil.rmtree(trial)
             followers = _start_followers(scenario, trial, rules, trial_of, live) if run_name == scenario.name else []
             started = time.monotonic()
-            losses = train(scenario.build(), trial)
+            setup = scenario.build()
+            losses = train_xgb(setup, trial) if isinstance(setup, XgbSetup) else train(_torch(setup), trial)
             for t in followers:
                 t.join(timeout=180.0)
             if run_name == scenario.name:
@@ -151,7 +154,10 @@ def run_matrix(workdir: Path, scenarios: Iterable[Scenario] = SCENARIOS,
             log(f"trained {run_name} in {time.monotonic() - started:.1f} s: {losses}")
 
     for scenario in scenarios:
-        for rule in EXPECTED_RULES:
+        for rule in all_rules:
+            if rule not in _rules_of(scenario):  # another framework's rule: no data for it
+                results.cells.append(Cell(rule, scenario.name, NOT_EVALUATED, None))
+                continue
             expected = _expected(rule, scenario)
             if rule not in rules:
                 results.cells.append(Cell(rule, scenario.name, MISSING, expected))
@@ -168,6 +174,15 @@ def run_matrix(workdir: Path, scenarios: Iterable[Scenario] = SCENARIOS,
             if cell.wrong:
                 log(f"WRONG {rule} on {scenario.name}: {cell.state} (expected {expected}) {cell.details}")
     return results
+
+
+def _rules_of(scenario: Scenario) -> tuple[str, ...]:
+    return XGBOOST_RULES if scenario.framework == "xgboost" else EXPECTED_RULES
+
+
+def _torch(setup: object) -> Setup:
+    assert isinstance(setup, Setup)
+    return setup
 
 
 def _start_followers(scenario: Scenario, trial: Path, rules: list[str], trial_of: Callable[[str], Path],

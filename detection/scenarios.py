@@ -13,7 +13,7 @@ from functools import partial
 
 import torch
 
-from detection import models
+from detection import models, xgb
 from detection.training import Setup
 
 FEATURES, CLASSES = 16, 3
@@ -25,13 +25,14 @@ N_TRAIN = 2048
 class Scenario:
     name: str
     description: str
-    build: Callable[[], Setup]
+    build: Callable[[], Setup | xgb.XgbSetup]
     targets: tuple[str, ...] = ()  # empty: a healthy run
     # Rule parameters this run needs beyond the per-rule ones (matrix.RULE_PARAMETERS).
     rule_parameters: Mapping[str, Mapping[str, str]] = field(default_factory=dict)
     compare_with: str | None = None  # SimilarAcrossRuns' other trial (a run name)
     follow: tuple[str, ...] = ()  # rules evaluated while the run trains (a live trial)
     judged: bool = True  # False: a seed-sweep run, reported but not judged
+    framework: str = "pytorch"  # "xgboost": trained with xgboost.train, judged by detection.xgb.XGBOOST_RULES
 
     @property
     def healthy(self) -> bool:
@@ -185,18 +186,30 @@ SCENARIOS: tuple[Scenario, ...] = (
     Scenario("stalled", "training stops writing for 5 s after 6 steps", stalled,
              targets=("StalledTrainingRule",), rule_parameters={"StalledTrainingRule": {"threshold": "2"}},
              follow=("StalledTrainingRule",)),
+    Scenario("healthy_xgb", "XGBoost, 10 features, depth 3, 60 rounds, clean labels", xgb.healthy_xgb,
+             framework="xgboost"),
+    Scenario("leaked_feature", "XGBoost, feature 9 is the label plus noise (a target leak)", xgb.leaked_feature,
+             targets=("FeatureImportanceOverweight",), framework="xgboost"),
+    Scenario("deep_trees", "XGBoost, max_depth 10 without regularization, 20% noisy labels", xgb.deep_trees,
+             targets=("TreeDepth",), framework="xgboost"),
+    Scenario("xgb_imbalance", "XGBoost, about 1% positive labels", xgb.xgb_imbalance,
+             targets=("ClassImbalance",), framework="xgboost"),
+    Scenario("xgb_overfit", "XGBoost, 400 samples, 30% noisy labels, depth 8, eta 0.5: validation logloss climbs",
+             xgb.xgb_overfit, targets=("Overfit",), framework="xgboost"),
 )
 
 
-HEALTHY_BUILDERS: tuple[tuple[str, Callable[[int], Setup]], ...] = (
-    ("healthy_mlp", healthy_mlp), ("healthy_cnn", healthy_cnn), ("healthy_text", healthy_text))
+HEALTHY_BUILDERS: tuple[tuple[str, Callable[[int], Setup | xgb.XgbSetup]], ...] = (
+    ("healthy_mlp", healthy_mlp), ("healthy_cnn", healthy_cnn), ("healthy_text", healthy_text),
+    ("healthy_xgb", xgb.healthy_xgb))
 
 
 def seed_sweep(seeds: Iterable[int]) -> tuple[Scenario, ...]:
     """The healthy runs again with other seeds: how often each rule cries wolf on healthy training
     beyond the judged runs (reported in the matrix, not judged)."""
     return tuple(
-        Scenario(f"{name}@{seed}", f"{name} with seed {seed}", partial(build, seed), judged=False)
+        Scenario(f"{name}@{seed}", f"{name} with seed {seed}", partial(build, seed), judged=False,
+                 framework="xgboost" if name == "healthy_xgb" else "pytorch")
         for seed in seeds for name, build in HEALTHY_BUILDERS
     )
 

@@ -138,6 +138,10 @@ def run_rule(
             with watchdog.phase("the rule's constructor"):
                 rule = instantiate_rule(cls, trial, request.rule_kwargs, action_str=request.action_json,
                                         other_trials=others)
+            if action_output is not None and hasattr(rule, "report_output"):
+                # a report rule (CreateXgboostReport) writes its HTML there
+                setattr(rule, "report_output", action_output)  # noqa: B010
+                setattr(rule, "job_name", job_name)  # noqa: B010
             rule = watchdog.guard(rule)  # each invoke_at_step / invoke_at_window within --rule-timeout
             actions = merge_actions(parse_actions(request.action_json, request.rule_to_invoke),
                                     parse_actions(getattr(rule, "action_str", "") or "", request.rule_to_invoke))

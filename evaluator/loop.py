@@ -46,6 +46,30 @@ StatusCallback = Callable[[RuleStatus], None]
 Fire = Callable[[Verdict, "int | None"], None]
 
 
+def _nothing_evaluated_for_want_of(rule: Rule, trial: Any) -> str | None:
+    """Why the rule judged no step at all, when the request named collections (`collection_names`)
+    that the training never saved: NoIssuesFound would read as "checked and healthy" when nothing
+    was checked (a typo, a collection not in the hook's configuration). A rule's default
+    collections missing from a trial stay silent, by design (their tests say so). SageMaker's rules end Error
+    when their data is missing ("No debugging data was saved ..."); so does this one."""
+    from evaluator.rules._select import unsaved_collections
+
+    report = getattr(rule, "report", None)
+    if not isinstance(report, dict) or report.get("Datapoints", 1) != 0:
+        return None
+    try:
+        requested = getattr(rule, "requested_collections", ())
+        missing = [c for c in unsaved_collections(rule, trial) if c in requested]
+        saved = sorted(trial.collections())
+    except Exception:  # noqa: BLE001 - the check only adds a reason; it must not end the evaluation
+        return None
+    if not missing:
+        return None
+    return (f"Rule {rule.rule_name} evaluated no step: collection(s) {', '.join(map(repr, missing))} were not "
+            f"saved by the training job (saved: {', '.join(saved) or 'none'}). Check the rule's collection_names "
+            "and DebugHookConfig.CollectionConfigurations.")
+
+
 def _utcnow() -> _dt.datetime:
     return _dt.datetime.now(_dt.timezone.utc)
 
@@ -145,6 +169,10 @@ def _drive(source: Source, rule: Rule, reporter: _Reporter, *, interval: float, 
             except Exception as exc:  # noqa: BLE001 - the final reports could not be written
                 return reporter.report(status=Status.ERROR, status_details=client_error_details(
                     f"Rule {rule.rule_name} could not write its reports: {type(exc).__name__}: {exc}"))
+            if fire.fired_at is None and isinstance(source, _StepSource):
+                unsaved = _nothing_evaluated_for_want_of(rule, source.trial)
+                if unsaved:  # nothing was checked: not NoIssuesFound
+                    return reporter.report(status=Status.ERROR, status_details=client_error_details(unsaved))
             final = Status.ISSUES_FOUND if fire.fired_at is not None else Status.NO_ISSUES_FOUND
             return reporter.report(status=final)
         if clock() - started >= deadline:

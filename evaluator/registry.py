@@ -34,7 +34,7 @@ BUILTIN_RULES: dict[str, type[Rule]] = {
     cls.__name__: cls for cls in [*builtin_rule_classes(), *builtin_profiler_rule_classes()]
 }
 # The `sdlocal rules` listing's order of groups (rules.md's), then any other.
-GROUP_ORDER = ("universal", "deep learning", "DL applications", "profiler")
+GROUP_ORDER = ("universal", "deep learning", "DL applications", "XGBoost", "profiler")
 
 # Parameters every Rule constructor may take that are not rule parameters proper.
 _FRAMEWORK_PARAMETERS = ("base_trial", "action_str", "other_trials")
@@ -178,7 +178,7 @@ def instantiate_rule(
     if other_trials and ("other_trials" in accepted or takes_any):
         kwargs["other_trials"] = list(other_trials)
     try:
-        return cls(trial, **kwargs)
+        rule = cls(trial, **kwargs)
     except RuleParameterError:
         raise
     except (TypeError, ValueError) as exc:
@@ -187,3 +187,19 @@ def instantiate_rule(
         raise  # the trial's own errors (a tensor the constructor reads is missing): the caller's Error status
     except Exception as exc:  # noqa: BLE001 - any other failure of a custom constructor: an Error status, not a traceback
         raise CustomRuleError(f"Rule {rule_name} could not be built: {_last_traceback_line(exc)}") from exc
+    try:  # the loop's "evaluated nothing" check (evaluator/loop.py) applies to these only
+        rule.requested_collections = _requested_collections(params)
+    except AttributeError:  # a custom rule with __slots__: no such check for it
+        pass
+    return rule
+
+
+def _requested_collections(params: Mapping[str, object]) -> tuple[str, ...]:
+    """The collections the request names (`collection_names`, Confusion's `labels_collection`, ...),
+    as opposed to a rule's defaults, which a trial may lack by design."""
+    names: list[str] = []
+    for key, value in params.items():
+        if key.endswith(("collection_names", "_collection")):
+            items = value if isinstance(value, list | tuple) else str(value).split(",")
+            names += [str(n).strip() for n in items if str(n).strip()]
+    return tuple(dict.fromkeys(names))

@@ -193,6 +193,8 @@ class Rule:
     rule reads that ruleConfigs.json leaves out) and, for built-ins, `group` (rules.md's groups).
     """
 
+    # the collections the request named (evaluator.registry sets it): see evaluator/loop.py
+    requested_collections: tuple[str, ...] = ()
     kind: ClassVar[str] = TENSOR
     default_collections: ClassVar[tuple[DefaultCollection, ...]] = ()
 

@@ -4,10 +4,12 @@ from __future__ import annotations
 
 import logging
 from dataclasses import dataclass
+from typing import Any
 
 import numpy as np
 import torch
 
+from hook._tensorboard import TensorBoardWriter
 from hook.config import Reduction
 from trial.collection import Collection
 from trial.modes import ModeKeys
@@ -67,6 +69,34 @@ class EndMarkerJob:
 
     def __call__(self) -> None:
         self.writer.write_end_marker()
+
+
+@dataclass(frozen=True)
+class TensorBoardJob:
+    """One step's TensorBoard events: single values as scalars, the rest as histograms. The
+    step's mode (not GLOBAL) prefixes the tag, so TRAIN and EVAL curves stay apart."""
+
+    writer: TensorBoardWriter
+    step: int
+    prefix: str
+    scalars: tuple[tuple[str, torch.Tensor | np.ndarray], ...]
+    histograms: tuple[tuple[str, torch.Tensor | np.ndarray], ...]
+
+    def __call__(self) -> None:
+        for name, value in self.scalars:
+            arr = to_numpy(value).astype(np.float64, copy=False)
+            self.writer.add_scalar(self.prefix + name, float(arr.reshape(-1)[0]), self.step)
+        for name, value in self.histograms:
+            self.writer.add_histogram(self.prefix + name, to_numpy(value), self.step)
+        self.writer.flush()
+
+
+@dataclass(frozen=True)
+class CloseJob:
+    closeable: Any
+
+    def __call__(self) -> None:
+        self.closeable.close()
 
 
 def _size(value: torch.Tensor | np.ndarray) -> int:

@@ -74,6 +74,29 @@ OPTIONAL_REGEX: dict[str, tuple[str, ...]] = {
     "predictions": (),
 }
 ALWAYS_SAVED = frozenset({"losses"})
+
+# The XGBoost hook's collections (smdebug's XGBoost collection manager), all of them known: a
+# configured one needs no include_regex. Metric names are `<data set>-<metric>` as xgboost's
+# evals_log gives them (`train-rmse`, `validation-logloss`); losses are every metric but those
+# that grow as the model improves (auc, map). `bias` (the SHAP base value) is no feature.
+XGBOOST_REGEX: dict[str, tuple[str, ...]] = {
+    "all": (),
+    "default": (),
+    "hyperparameters": ("^hyperparameters/.*$",),
+    "metrics": ("^[a-zA-Z_]+-[a-zA-Z0-9@_.:]+$",),
+    "losses": ("^[a-zA-Z_]+-.+(?<!auc)(?<!map)(?<!aucpr)$",),
+    "predictions": ("^predictions$",),
+    "labels": ("^labels$",),
+    "feature_importance": ("^feature_importance/.*",),
+    "average_shap": ("^average_shap/.*(?<!/bias)$",),
+    "full_shap": ("^full_shap/.*(?<!/bias)$",),
+    "trees": ("^trees/.*",),
+}
+# smdebug's XGBoost hook saves `metrics` when no collection is configured, every 10 iterations
+# unless the config says otherwise.
+XGBOOST_ALWAYS_SAVED = frozenset({"metrics"})
+XGBOOST_SAVE_INTERVAL = 10
+FRAMEWORKS = ("pytorch", "xgboost")
 # Never saved in EVAL/PREDICT (there is no backward pass there).
 TRAIN_ONLY_COLLECTIONS = frozenset({"gradients", "optimizer_variables"})
 # Scalar collections get no reductions and always keep the raw value (smdebug skips their
@@ -177,6 +200,9 @@ class HookConfig:
     # Every known collection (built-ins first, then configured ones), effective settings.
     collections: tuple[CollectionConfig, ...] = ()
     saved_collection_names: frozenset[str] = ALWAYS_SAVED
+    # HookParameters export_tensorboard / tensorboard_dir (smdebug's): where TensorBoard event
+    # files go, None for none. A job's TensorBoardOutputConfig wins (hook._tensorboard.job_dir).
+    tensorboard_dir: str | None = None
 
     def collection(self, name: str) -> CollectionConfig:
         for c in self.collections:
@@ -193,7 +219,7 @@ class HookConfig:
         return os.environ.get(CONFIG_FILE_PATH_ENV) or DEFAULT_CONFIG_FILE_PATH
 
     @classmethod
-    def from_json_file(cls, path: str | Path | None = None) -> HookConfig:
+    def from_json_file(cls, path: str | Path | None = None, *, framework: str = "pytorch") -> HookConfig:
         path = Path(path if path is not None else cls.default_path())
         try:
             data = json.loads(path.read_text())
@@ -201,10 +227,17 @@ class HookConfig:
             raise HookConfigError(str(path), f"cannot read the hook config: {e}") from e
         except json.JSONDecodeError as e:
             raise HookConfigError(str(path), f"not valid JSON: {e}") from e
-        return cls.from_dict(data)
+        return cls.from_dict(data, framework=framework)
 
     @classmethod
-    def from_dict(cls, data: Mapping[str, Any]) -> HookConfig:
+    def from_dict(cls, data: Mapping[str, Any], *, framework: str = "pytorch") -> HookConfig:
+        """`framework` picks the built-in collections: PyTorch's, or the XGBoost hook's
+        (XGBOOST_REGEX; metrics saved by default, every 10 iterations by default)."""
+        if framework not in FRAMEWORKS:
+            raise ValueError(f"framework must be one of {FRAMEWORKS}, got {framework!r}")
+        xgb = framework == "xgboost"
+        builtin_regex = XGBOOST_REGEX if xgb else BUILTIN_REGEX
+        optional_regex: Mapping[str, tuple[str, ...]] = {} if xgb else OPTIONAL_REGEX
         if not isinstance(data, Mapping):
             raise HookConfigError("<root>", f"expected a JSON object, got {type(data).__name__}")
         local_path = data.get("LocalPath") or DEFAULT_LOCAL_PATH
@@ -212,6 +245,8 @@ class HookConfig:
             raise HookConfigError("LocalPath", f"expected a string, got {local_path!r}")
         hook_params = _params_dict(data.get("HookParameters"), "HookParameters")
         _warn_unknown(hook_params, "HookParameters")
+        if xgb and not any(k.split(".")[-1] == "save_interval" for k in hook_params):
+            hook_params["save_interval"] = str(XGBOOST_SAVE_INTERVAL)
         hook_modes = _mode_overrides(hook_params, "HookParameters")
         hook_save = _build_save_config(hook_modes, "HookParameters")
         hook_red = _reduction_overrides(hook_params)
@@ -222,9 +257,15 @@ class HookConfig:
         if include_workers not in ("one", "all"):
             raise HookConfigError("HookParameters.include_workers", f"expected 'one' or 'all', got {include_workers!r}")
         hook_histogram = parse_bool(hook_params.get("save_histogram"), True, "HookParameters.save_histogram")
+        export_tb = parse_bool(hook_params.get("export_tensorboard"), False, "HookParameters.export_tensorboard")
+        tb_dir = hook_params.get("tensorboard_dir")
+        if tb_dir is not None and not isinstance(tb_dir, str):
+            raise HookConfigError("HookParameters.tensorboard_dir", f"expected a string, got {tb_dir!r}")
+        tensorboard_dir = (tb_dir or os.path.join(local_path, "tensorboard")) if export_tb or tb_dir else None
 
         configured = _collection_entries(data.get("CollectionConfigurations"))
-        saved = set(ALWAYS_SAVED) | {name for name, _, _ in configured}
+        saved = set(XGBOOST_ALWAYS_SAVED if xgb and not configured else () if xgb else ALWAYS_SAVED)
+        saved |= {name for name, _, _ in configured}
         if include_regex:
             saved.add("default")
         if save_all:
@@ -238,14 +279,14 @@ class HookConfig:
             return CollectionConfig(name, regex, hook_save, _scalar_safe(name, hook_reduction),
                                     hook_histogram and name not in SCALAR_COLLECTIONS)
 
-        collections: dict[str, CollectionConfig] = {n: builtin(n, rx) for n, rx in BUILTIN_REGEX.items()}
+        collections: dict[str, CollectionConfig] = {n: builtin(n, rx) for n, rx in builtin_regex.items()}
         for name, params, where in configured:
             _warn_unknown(params, where)
-            base = collections.get(name) or builtin(name, OPTIONAL_REGEX.get(name, ()))
+            base = collections.get(name) or builtin(name, optional_regex.get(name, ()))
             regex = base.include_regex
             if "include_regex" in params:
                 regex = tuple(dict.fromkeys(regex + parse_regexes(params["include_regex"], f"{where}.include_regex")))
-            if not regex and name not in OPTIONAL_REGEX:
+            if not regex and name not in optional_regex and not (xgb and name in builtin_regex):
                 raise HookConfigError(f"{where}.include_regex",
                                       f"collection {name!r} is not built in and needs an include_regex")
             modes = _mode_overrides(params, where)
@@ -270,6 +311,7 @@ class HookConfig:
             include_workers=include_workers,
             collections=tuple(collections.values()),
             saved_collection_names=frozenset(saved),
+            tensorboard_dir=tensorboard_dir,
         )
 
 
@@ -305,11 +347,22 @@ def _collection_entries(value: Any) -> list[tuple[str, dict[str, Any], str]]:
     return entries
 
 
+def known_parameters() -> tuple[str, ...]:
+    """Every HookParameters / CollectionParameters key the hook reads (save keys also with a mode prefix)."""
+    prefixed = tuple(p + k for p in MODE_PREFIXES.values() for k in _SAVE_KEYS)
+    return (*_SAVE_KEYS, *prefixed, *_REDUCTION_KEYS, *sorted(_OTHER_KEYS))
+
+
+def is_known_parameter(key: str) -> bool:
+    bare = key.split(".", 1)[1] if key.split(".", 1)[0] + "." in MODE_PREFIXES.values() else key
+    return bare in _SAVE_KEYS or bare in _REDUCTION_KEYS or bare in _OTHER_KEYS
+
+
 def _warn_unknown(params: Mapping[str, Any], where: str) -> None:
     # smdebug ignores unknown keys; so do we (a SageMaker request is valid with them), but say so.
+    # (sdlocal's launcher refuses them when it reads the spec: launcher/_hook_params.py)
     for key in params:
-        bare = key.split(".", 1)[1] if key.split(".", 1)[0] + "." in MODE_PREFIXES.values() else key
-        if bare not in _SAVE_KEYS and bare not in _REDUCTION_KEYS and bare not in _OTHER_KEYS:
+        if not is_known_parameter(key):
             logger.warning("%s.%s is not a known hook parameter; ignored", where, key)
 
 

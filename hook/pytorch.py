@@ -32,10 +32,19 @@ from typing import Any
 import numpy as np
 import torch
 
-from hook import _current, _timeline
+from hook import _current, _tensorboard, _timeline
 from hook import _members as members
 from hook._async_writer import AsyncWriter
-from hook._serialize import RAW_ONLY, CollectionsJob, EndMarkerJob, SavePlan, StepJob
+from hook._serialize import (
+    RAW_ONLY,
+    CloseJob,
+    CollectionsJob,
+    EndMarkerJob,
+    SavePlan,
+    StepJob,
+    TensorBoardJob,
+)
+from hook._tensorboard import TensorBoardWriter
 from hook.config import (
     SCALAR_COLLECTIONS,
     TRAIN_ONLY_COLLECTIONS,
@@ -69,9 +78,16 @@ class Hook:
     ROLE_TENSORS_BY_NAME = True
 
     def __init__(self, config: HookConfig | None = None, *, out_dir: str | Path | None = None,
-                 max_pending_steps: int = 16, dry_run: bool = False, auto: bool = False) -> None:
+                 max_pending_steps: int = 16, dry_run: bool = False, auto: bool = False,
+                 tensorboard_dir: str | Path | None = None, tensorboard_from_job: bool = True) -> None:
         self.config = config if config is not None else HookConfig.from_dict({})
         self.out_dir = Path(out_dir if out_dir is not None else self.config.local_path)
+        # TensorBoard: the given folder, else (tensorboard_from_job) the job's TensorBoardOutputConfig
+        # or the hook config's export_tensorboard/tensorboard_dir (hook._tensorboard.job_dir).
+        if tensorboard_dir is None and tensorboard_from_job:
+            tensorboard_dir = _tensorboard.job_dir(self.config.tensorboard_dir)
+        self._tb_dir = Path(tensorboard_dir) if tensorboard_dir is not None else None
+        self._tb: TensorBoardWriter | None = None
         self.auto = auto  # the zero-code hook of `python -m hook.run`: hands over to a script's hook
         self._max_pending = max_pending_steps
         self._colls: list[CollectionConfig] = []
@@ -419,6 +435,8 @@ class Hook:
                                "writes nothing (one hook writes per folder)", self.out_dir)
             self._trial_writer = TrialWriter(self.out_dir, f"worker_{rank}")
             self._writer = AsyncWriter(self._max_pending)
+            if self._write_enabled and self._tb_dir is not None:
+                self._tb = TensorBoardWriter(self._tb_dir, f"worker_{rank}")
         return self._writer
 
     def _end_step(self) -> None:
@@ -441,9 +459,24 @@ class Hook:
                 self._collections_dirty = True
         assert self._trial_writer is not None
         writer.submit(StepJob(self._trial_writer, self.step, self.mode, self._mode_step, tuple(items)))
+        if self._tb is not None:
+            self._submit_tensorboard(writer, pending)
         self.last_saved_step = self.step
         if self._collections_dirty:
             self._submit_collections()
+
+    def _submit_tensorboard(self, writer: AsyncWriter, pending: dict[str, tuple[Any, int]]) -> None:
+        """Scalars (single values: losses, metrics, save_scalar) and histograms (tensors of
+        collections with save_histogram: weights, gradients, ...) of this step, for TensorBoard."""
+        scalars, histograms = [], []
+        for name, (value, mask) in pending.items():
+            if int(np.prod(value.shape)) == 1:
+                scalars.append((name, value))
+            elif any(mask & (1 << bit) and coll.save_histogram for bit, coll in enumerate(self._colls)):
+                histograms.append((name, value))
+        prefix = "" if self.mode == ModeKeys.GLOBAL else f"{self.mode.name.lower()}/"
+        assert self._tb is not None
+        writer.submit(TensorBoardJob(self._tb, self.step, prefix, tuple(scalars), tuple(histograms)))
 
     def _submit_collections(self) -> None:
         writer = self._ensure_writer()
@@ -483,6 +516,8 @@ class Hook:
                 self._submit_collections()
                 assert self._trial_writer is not None
                 writer.submit(EndMarkerJob(self._trial_writer))
+            if self._tb is not None:
+                writer.submit(CloseJob(self._tb))
             writer.close()
         finally:
             _current.release(self.out_dir, self)
@@ -505,6 +540,8 @@ class Hook:
                     if not same:
                         assert self._trial_writer is not None
                         self._writer.submit(EndMarkerJob(self._trial_writer))
+                if self._tb is not None:
+                    self._writer.submit(CloseJob(self._tb))
                 self._writer.close()
         except HookError as e:
             logger.error("sdlocal hook: the zero-code hook failed to write: %s", e)

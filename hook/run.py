@@ -11,12 +11,13 @@ are written and a write error turns into exit code 1; the framework timeline's f
 """
 from __future__ import annotations
 
+import importlib.util
 import logging
 import os
 import runpy
 import signal
 import sys
-from collections.abc import Sequence
+from collections.abc import Callable, Sequence
 from typing import TYPE_CHECKING
 
 from hook import _current, _timeline
@@ -27,6 +28,7 @@ from trial.smdebug_shim import use_sdlocal_smdebug
 
 if TYPE_CHECKING:
     from hook._autoattach import AutoAttach
+    from hook._xgb_autoattach import XGBoostAttach
 
 logger = logging.getLogger(__name__)
 
@@ -42,11 +44,23 @@ def main(argv: Sequence[str] | None = None) -> int:
         return 2
     config_path = HookConfig.default_path()
     config: HookConfig | None = None
+    xgb_config: HookConfig | None = None
     if os.path.isfile(config_path):
-        try:
-            config = HookConfig.from_json_file(config_path)
-        except HookError as e:
-            print(f"hook.run: bad hook config {config_path}: {e}", file=sys.stderr)
+        # One file, read for either framework's collections: a config that only one of them
+        # accepts (an XGBoost job's `trees`, a PyTorch job's custom collections) serves that one.
+        errors: list[HookError] = []
+        for framework in ("pytorch", "xgboost"):
+            try:
+                parsed = HookConfig.from_json_file(config_path, framework=framework)
+            except HookError as e:
+                errors.append(e)
+                continue
+            if framework == "pytorch":
+                config = parsed
+            else:
+                xgb_config = parsed
+        if config is None and xgb_config is None:
+            print(f"hook.run: bad hook config {config_path}: {errors[0]}", file=sys.stderr)
             return 2
     else:
         logger.info("no hook config at %s: no tensors are saved", config_path)
@@ -59,12 +73,20 @@ def main(argv: Sequence[str] | None = None) -> int:
     if not profiler.enabled:
         logger.info("no enabled profiler config at %s: no framework metrics", profiler_path)
     attach: AutoAttach | None = None
+    xgb_attach: XGBoostAttach | None = None
     timeline = _timeline.configure(profiler)
-    if config is not None or timeline is not None:
+    # torch only where installed (an XGBoost image has none); xgboost is patched when imported
+    if (config is not None or timeline is not None) and importlib.util.find_spec("torch") is not None:
         from hook._autoattach import AutoAttach
 
         attach = AutoAttach(config)
         attach.install()
+    if xgb_config is not None and importlib.util.find_spec("xgboost") is not None:
+        from hook._xgb_autoattach import XGBoostAttach
+
+        xgb_attach = XGBoostAttach(xgb_config)
+        xgb_attach.install()
+    closers = [a.close for a in (xgb_attach, attach) if a is not None]
 
     use_sdlocal_smdebug()  # the script's `import smdebug.pytorch` is this hook
     _exit_on_sigterm()
@@ -74,13 +96,13 @@ def main(argv: Sequence[str] | None = None) -> int:
         runpy.run_path(script, run_name="__main__")
     except SystemExit as e:
         if e.code not in (None, 0):
-            _close_hooks(attach)
+            _close_hooks(closers)
             raise
     except BaseException:
         # The script failed (or exited): still write what it saved, then let the error through.
-        _close_hooks(attach)
+        _close_hooks(closers)
         raise
-    return 0 if _close_hooks(attach) else 1
+    return 0 if _close_hooks(closers) else 1
 
 
 def _exit_on_sigterm() -> None:
@@ -97,10 +119,10 @@ def _raise_exit(signum: int, _frame: object) -> None:
     raise SystemExit(128 + signum)
 
 
-def _close_hooks(attach: AutoAttach | None) -> bool:
-    """Close the zero-code hook and the script's current hook; False if a write failed."""
+def _close_hooks(attached: list[Callable[[], None]]) -> bool:
+    """Close the zero-code hooks and the script's current hook; False if a write failed."""
     ok = True
-    closers = [attach.close] if attach is not None else []
+    closers = list(attached)
     script_hook = _current.current()
     close = getattr(script_hook, "close", None)
     if script_hook is not None and not script_hook.auto and callable(close):

@@ -17,6 +17,7 @@ from pathlib import Path
 from trial.storage import Storage
 
 MAX_FAILURE_REASON = 1024
+_FILE_LINE = re.compile(r'^File "(.+)", line (\d+)')
 _ERROR_LINE = re.compile(r"^[A-Za-z_][\w.]*(Error|Exception|Interrupt|Exit|Failure)\b")
 
 
@@ -46,13 +47,26 @@ def failure_reason(failure_file: Path, exit_code: int | None, entry_point: str, 
     except OSError:
         text = ""
     if not text:
-        errors = [line.strip() for line in log_lines if _ERROR_LINE.match(line.strip())]
-        message = errors[-1] if errors else (log_lines[-1].strip() if log_lines else "")
+        message = _error_message(log_lines)
         command = shlex.join(["python", entry_point, *user_args])
         text = f'ExecuteUserScriptError:\nExitCode {exit_code}\nErrorMessage "{message}"\nCommand "{command}"'
         failure_file.parent.mkdir(parents=True, exist_ok=True)
         failure_file.write_text(text)
     return f"AlgorithmError: {text}"[:MAX_FAILURE_REASON]
+
+
+def _error_message(log_lines: list[str]) -> str:
+    """The log's last Python error line; a SyntaxError (the script does not even compile) also
+    gets the file and line from the traceback line before it, as `str(SyntaxError)` says them."""
+    errors = [i for i, line in enumerate(log_lines) if _ERROR_LINE.match(line.strip())]
+    if not errors:
+        return log_lines[-1].strip() if log_lines else ""
+    message = log_lines[errors[-1]].strip()
+    if message.split(":", 1)[0] in ("SyntaxError", "IndentationError", "TabError"):
+        where = [m for line in log_lines[:errors[-1]] if (m := _FILE_LINE.match(line.strip()))]
+        if where and "line " not in message:
+            message += f" ({Path(where[-1].group(1)).name}, line {where[-1].group(2)})"
+    return message
 
 
 def write_success(output_dir: Path) -> None:

@@ -17,6 +17,8 @@ from launcher._values import (
     as_list,
     as_mapping,
     decode_sdk_hyperparameter,
+    instance_resources,
+    local_path,
     s3_base,
     scalar_to_str,
     split_s3_uri,
@@ -116,7 +118,7 @@ def _data_source(raw: Any, where: str, base_dir: Path, ignored: list[str]) -> tu
         return _local_path(file_source.get("FileUri"), f"{where}.DataSource.FileDataSource.FileUri", base_dir), \
             "FullyReplicated"
     if "S3DataSource" not in source:
-        other = ", ".join(k for k in source) or "nothing"
+        other = ", ".join(map(str, source)) or "nothing"
         raise SpecError(f"{where}.DataSource", f"needs S3DataSource (S3Uri: s3://... or file://...); got {other}")
     s3 = as_mapping(source["S3DataSource"], f"{where}.DataSource.S3DataSource")
     field = f"{where}.DataSource.S3DataSource"
@@ -139,7 +141,7 @@ def _data_source(raw: Any, where: str, base_dir: Path, ignored: list[str]) -> tu
 def _local_path(uri: Any, field: str, base_dir: Path) -> str:
     if not isinstance(uri, str) or not uri.startswith("file://") or len(uri) <= len("file://"):
         raise SpecError(field, f"{uri!r} is not a file:// URI (file:///absolute/path or file://relative/path)")
-    path = (base_dir / uri[len("file://"):]).resolve()
+    path = local_path(base_dir, uri[len("file://"):], field)
     if not path.exists():
         raise SpecError(field, f"local channel data {path} does not exist")
     return str(path)
@@ -166,10 +168,20 @@ def parse_environment(raw: Any) -> dict[str, str]:
 def parse_instance_type(resource_config: Mapping[str, Any], warnings: list[str]) -> str:
     """ResourceConfig.InstanceType (what resourceconfig.json reports), else "local" as in SDK local mode."""
     count = resource_config.get("InstanceCount", 1)
-    if isinstance(count, int) and not isinstance(count, bool) and count > 1:
+    if isinstance(count, bool) or not isinstance(count, int) or count < 0:
+        raise SpecError("ResourceConfig.InstanceCount", f"must be an integer >= 0, got {count!r}")
+    if count > 1:
         warnings.append(f"ResourceConfig.InstanceCount is {count}: sdlocal runs one host (algo-1)")
     instance_type = resource_config.get("InstanceType")
-    return instance_type if isinstance(instance_type, str) and instance_type else "local"
+    if instance_type is None or instance_type in ("local", "local_gpu"):  # the SDK's local mode says local
+        return "local"
+    if not isinstance(instance_type, str):
+        raise SpecError("ResourceConfig.InstanceType", f"must be a string, got {type(instance_type).__name__}")
+    try:
+        instance_resources(instance_type)
+    except ValueError as e:
+        raise SpecError("ResourceConfig.InstanceType", str(e)) from None
+    return instance_type
 
 
 def parse_source_dir(raw: Any, base_dir: Path, sdk_dir: str | None) -> tuple[Path, str | None]:
@@ -191,7 +203,7 @@ def parse_source_dir(raw: Any, base_dir: Path, sdk_dir: str | None) -> tuple[Pat
         raw = raw[len("file://"):]
     elif raw and "://" in raw:
         raise SpecError(field_name, f"{raw} is neither a local path nor an s3:// URI")
-    path = (base_dir / raw).resolve() if raw else base_dir.resolve()
+    path = local_path(base_dir, raw, field_name) if raw else base_dir.resolve()
     if not path.is_dir():
         raise SpecError(field_name, f"{path} is not a directory")
     return path, None

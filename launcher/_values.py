@@ -4,6 +4,7 @@ from __future__ import annotations
 import json
 import re
 from collections.abc import Mapping
+from pathlib import Path
 from typing import Any
 
 from launcher.errors import SpecError
@@ -37,6 +38,36 @@ def check_job_name(name: Any, field: str = "TrainingJobName") -> str:
     return name
 
 
+def optional_str(value: Any, field: str) -> str | None:
+    if value is not None and not isinstance(value, str):
+        raise SpecError(field, f"must be a string, got {type(value).__name__}")
+    return value
+
+
+def local_path(base_dir: Path, text: str, field: str) -> Path:
+    """`text` resolved against `base_dir`; a path the OS cannot even look up is the field's error."""
+    try:
+        path = (base_dir / text).resolve()
+        path.exists()  # too long a name, a NUL byte: raised here, not later by whoever opens it
+    except (OSError, ValueError) as e:
+        raise SpecError(field, f"{text[:100]!r} is not a usable path: {e}") from None
+    return path
+
+
+def check_entry_point(entry_point: str, source_dir: Path, local: bool) -> None:
+    """The script must be a file inside its SourceDir, as in the SageMaker toolkit, which runs it
+    from the unpacked source folder: an absolute path, `..` or a symlink that leads out is refused."""
+    if Path(entry_point).is_absolute() or ".." in Path(entry_point).parts:
+        raise SpecError("EntryPoint", f"{entry_point!r} must be a path relative to its SourceDir, inside it")
+    if not local:
+        return  # an s3:// SourceDir: checked once unpacked
+    path = local_path(source_dir, entry_point, "EntryPoint")
+    if not path.is_relative_to(source_dir.resolve()):
+        raise SpecError("EntryPoint", f"{entry_point!r} leads out of the source directory {source_dir} (to {path})")
+    if not path.is_file():
+        raise SpecError("EntryPoint", f"{entry_point!r} not found in the source directory {source_dir}")
+
+
 def as_mapping(value: Any, field: str) -> Mapping[str, Any]:
     if value is None:
         return {}
@@ -56,6 +87,8 @@ def as_list(value: Any, field: str) -> list[Any]:
 def scalar_to_str(value: Any, field: str) -> str:
     """Request values are strings; numbers and booleans written in YAML are accepted as their text."""
     if isinstance(value, str):
+        if "\x00" in value:  # no argument, environment variable or file name can hold one
+            raise SpecError(field, "contains a NUL character")
         return value
     if isinstance(value, bool):
         return "true" if value else "false"

@@ -3,6 +3,7 @@ Errors become one `Error: ...` line (exit 1) in ONE place, `_Cli.invoke`; `--deb
 from __future__ import annotations
 
 import json
+import os
 import threading
 from pathlib import Path
 from typing import Any
@@ -13,36 +14,38 @@ from launcher.errors import LauncherError
 from launcher.overrides import Overrides, group_rule_flags, parse_collection, parse_kv, rule_options_in_order
 
 
-def _known_errors() -> tuple[type[BaseException], ...]:
+def _one_line(e: BaseException) -> str:
+    """The error as one line naming its culprit: ours (LauncherError, TrialError, ...) already name
+    the field, file or S3 key; S3 and Docker errors are named after their service; anything else
+    is unexpected and keeps its type (the traceback is one `--debug` away)."""
     from botocore.exceptions import BotoCoreError, ClientError
 
     from evaluator.errors import EvaluatorError
+    from hook.errors import HookError
     from trial.errors import TrialError
-
-    known: tuple[type[BaseException], ...] = (LauncherError, TrialError, EvaluatorError, BotoCoreError, ClientError)
-    try:
-        from docker.errors import DockerException
-    except ImportError:  # the docker SDK is needed by the docker runtime only
-        return known
-    return (*known, DockerException)
-
-
-def _one_line(e: BaseException) -> str:
-    from botocore.exceptions import BotoCoreError, ClientError
 
     message = " ".join(str(e).split()) or type(e).__name__
     if isinstance(e, BotoCoreError | ClientError):
-        message = f"S3: {message}"  # name the culprit: the S3 endpoint, not sdlocal
-    elif type(e).__module__.startswith("docker"):
-        message = f"Docker: {message}"
-    return message
+        return f"S3: {message}"  # name the culprit: the S3 endpoint, not sdlocal
+    if type(e).__module__.startswith("docker"):
+        return f"Docker: {message}"
+    if isinstance(e, LauncherError | TrialError | EvaluatorError | HookError):
+        return message
+    if isinstance(e, OSError | RecursionError | MemoryError | UnicodeError):
+        return f"{type(e).__name__}: {message}"  # OSError's text names its path
+    return f"{type(e).__name__}: {message} (unexpected: `sdlocal --debug ...` shows the traceback)"
 
 
 class _Cli(click.Group):
+    """The CLI's one error boundary: every exception of every command (and of the `images` group)
+    becomes one `Error: ...` line and exit status 1; `--debug` re-raises it with its traceback."""
+
     def invoke(self, ctx: click.Context) -> Any:
         try:
             return super().invoke(ctx)
-        except _known_errors() as e:
+        except (click.ClickException, click.exceptions.Exit, click.Abort):
+            raise  # click's own: usage errors (exit 2), ctx.exit(n), Ctrl-C at a prompt
+        except Exception as e:
             if ctx.params.get("debug"):
                 raise
             raise click.ClickException(_one_line(e)) from e
@@ -91,6 +94,16 @@ _rule_timeout_option = click.option(
 _work_dir_option = click.option(
     "--work-dir", type=click.Path(file_okay=False, path_type=Path),
     help="The job directory (default $SDLOCAL_HOME/jobs/<job>, SDLOCAL_HOME defaults to ~/.sdlocal).")
+
+
+def _job_name(ctx: click.Context, param: click.Parameter, value: str) -> str:
+    """JOB_NAME of logs/stop/summary: a TrainingJobName, never a path (`../x` would leave the jobs folder)."""
+    from launcher._values import check_job_name
+
+    try:
+        return check_job_name(value, "JOB_NAME")
+    except LauncherError as e:
+        raise click.BadParameter(str(e).removeprefix("JOB_NAME: "), ctx=ctx, param=param) from e
 
 
 def _endpoint(flag: str | None) -> Any:
@@ -198,6 +211,7 @@ def run(ctx: click.Context, spec_file: Path | None, entry_point: str | None, sou
                          rule_call_timeout_s=rule_timeout, overwrite=overwrite)
     echo = lambda line: click.echo(line, err=True)  # noqa: E731
     all_rules = spec.debug_rules + spec.profiler_rules
+    endpoint = _endpoint(s3_endpoint_url)  # a bad endpoint is refused before anything is started
     chosen = select_runtime(runtime, rule_images=[r.image for r in all_rules], training_image=spec.training_image,
                             limits=RuleLimits.from_flags(rule_memory, rule_cpus) if rule_memory or rule_cpus else None,
                             keep=keep_containers, training_user=parse_training_user(training_user), echo=echo)
@@ -214,7 +228,7 @@ def run(ctx: click.Context, spec_file: Path | None, entry_point: str | None, sou
         try:
             register(home, spec.job_name, job_dir.root)
             watcher.start()
-            result = run_job(spec, job_dir=job_dir, endpoint=_endpoint(s3_endpoint_url), runtime=chosen,
+            result = run_job(spec, job_dir=job_dir, endpoint=endpoint, runtime=chosen,
                              options=options, stop=stop, echo=echo)
         finally:
             watcher.close()
@@ -231,12 +245,13 @@ def run(ctx: click.Context, spec_file: Path | None, entry_point: str | None, sou
 
 
 @cli.command()
-@click.argument("job_name")
+@click.argument("job_name", callback=_job_name)
 @click.option("--s3-output-path", metavar="S3_URI",
               help="The job's S3OutputPath (default: from the local job record, else s3://sdlocal/jobs).")
 @_endpoint_option
 @_work_dir_option
-@click.option("--json", "as_json", is_flag=True, help="Print the statuses as JSON (rule_job_summary()).")
+@click.option("--json", "as_json", is_flag=True,
+              help="Print the statuses as JSON in the SDK's rule_job_summary() shape (LastModifiedTime: ISO 8601).")
 def summary(job_name: str, s3_output_path: str | None, s3_endpoint_url: str | None, work_dir: Path | None,
             as_json: bool) -> None:
     """The rules' evaluation statuses of JOB_NAME (Debugger rules, then profiler rules)."""
@@ -248,11 +263,17 @@ def summary(job_name: str, s3_output_path: str | None, s3_endpoint_url: str | No
     outcome = training_outcome(job_name, job_dir)
     if outcome:
         click.echo(outcome, err=True)
-    _print_statuses(rule_job_summary(client, refs), as_json)
+    rows = rule_job_summary(client, refs)
+    if as_json:  # the SDK's rule_job_summary(): DescribeTrainingJob's rule status entries, exactly
+        from launcher.s3 import REGION
+        from launcher.summary import sdk_summary
+
+        rows = sdk_summary(rows, job_name, os.environ.get("AWS_DEFAULT_REGION") or REGION)
+    _print_statuses(rows, as_json)
 
 
 @cli.command()
-@click.argument("job_name")
+@click.argument("job_name", callback=_job_name)
 @click.option("--rule", "rule_name", metavar="NAME", help="The log of this rule's evaluator instead of training's.")
 @_work_dir_option
 def logs(job_name: str, rule_name: str | None, work_dir: Path | None) -> None:
@@ -269,7 +290,7 @@ def logs(job_name: str, rule_name: str | None, work_dir: Path | None) -> None:
 
 
 @cli.command()
-@click.argument("job_name")
+@click.argument("job_name", callback=_job_name)
 @_work_dir_option
 @click.option("--timeout", type=float, default=60.0, show_default=True, callback=_positive_seconds,
               help="Seconds to wait for the running launcher to stop the job.")
@@ -434,6 +455,61 @@ def _size(n: int) -> str:
         return f"{n} bytes"
     scale, unit = max(x for x in ((1e3, "KB"), (1e6, "MB"), (1e9, "GB")) if n >= x[0])
     return f"{n / scale:.1f} {unit}"
+
+
+@cli.group(invoke_without_command=True)
+@click.option("--port", type=click.IntRange(0, 65535), default=None,
+              help="Port on 127.0.0.1 (default 8775; 0: a free one).")
+@click.option("--background", is_flag=True, help="Start detached and return (stop it with `sdlocal serve stop`).")
+@click.option("--runtime", type=click.Choice(["process", "docker", "auto"]), envvar="SDLOCAL_RUNTIME",
+              default="auto", show_default=True, help="Where the jobs' training and evaluators run (as `run`).")
+@click.pass_context
+def serve(ctx: click.Context, port: int | None, background: bool, runtime: str) -> None:
+    """A local SageMaker endpoint (SageMaker training API, S3, CloudWatch Logs) for SDK v2 scripts.
+
+    Prints the exports a script needs (`eval "$(sdlocal serve --background)"`); with them an
+    unchanged `PyTorch(..., rules=[...]).fit()` runs its job here, as `sdlocal run` would."""
+    if ctx.invoked_subcommand is not None:
+        return
+    from launcher.job import stop_on_signals
+    from launcher.s3 import sdlocal_home
+    from launcher.serve.control import (
+        DEFAULT_PORT,
+        exports,
+        format_exports,
+        serve_foreground,
+        start_background,
+    )
+
+    home = sdlocal_home()
+    port = DEFAULT_PORT if port is None else port
+    if background:
+        state = start_background(home, port=port, runtime=runtime)
+        click.echo(format_exports(exports(state.url, home)))
+        click.echo(f"sdlocal serve: {state.url} (pid {state.pid}, log {home / 'serve.log'}); "
+                   "stop it with `sdlocal serve stop`", err=True)
+        return
+
+    def ready(url: str) -> None:
+        click.echo(format_exports(exports(url, home)))
+        click.echo(f"sdlocal serve: {url}; Ctrl-C stops it (and the jobs it runs)", err=True)
+
+    stop_event = threading.Event()
+    with stop_on_signals(stop_event):
+        stuck = serve_foreground(home, port=port, runtime=runtime, stop=stop_event, ready=ready,
+                                 echo=lambda line: click.echo(line, err=True))
+    if stuck:
+        raise click.ClickException(f"jobs still running after the stop: {', '.join(stuck)}")
+
+
+@serve.command("stop")
+def serve_stop() -> None:
+    """Stop the endpoint started with --background (its running jobs end Stopped)."""
+    from launcher.s3 import sdlocal_home
+    from launcher.serve.control import stop_background
+
+    state = stop_background(sdlocal_home())
+    click.echo(f"stopped sdlocal serve at {state.url} (pid {state.pid})" if state else "not running")
 
 
 def _add_images_group() -> None:

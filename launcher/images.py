@@ -1,6 +1,6 @@
 """The container images: their names, whether they exist, how to build them (docs/containers.md).
 
-`sdlocal-training:<version>` (PyTorch CPU + the hook) and `sdlocal-evaluator:<version>` (the rule
+`sdlocal-training:<version>` (PyTorch CPU and XGBoost CPU + the hook) and `sdlocal-evaluator:<version>` (the rule
 evaluator, no torch), version = the installed sdlocal version. Images install Python packages ONLY
 from a wheelhouse built on the host (`build/wheelhouse`), never from the network inside a build.
 Without an image registry the base image is debootstrapped from Debian packages
@@ -33,10 +33,12 @@ IMAGE_LABEL = "sdlocal.image"  # value: "training" | "evaluator"; says who owns 
 
 # What each image installs from the wheelhouse. tensorboard is installed without its dependencies:
 # trial/proto.py imports only its protobuf modules (no grpcio, werkzeug, markdown, ...). matplotlib
-# draws the rules' HTML reports (ProfilerReport, the XGBoost report) in the evaluator image.
+# draws the rules' HTML reports (ProfilerReport, the XGBoost report) in the evaluator image. The
+# training image runs PyTorch and XGBoost jobs alike: xgboost-cpu (the CPU build of `xgboost`, 6 MB,
+# plus scipy) beside torch's CPU build; the hook run picks what the script imports.
 COMMON_REQUIREMENTS = ("numpy", "protobuf")
 EVALUATOR_REQUIREMENTS = (*COMMON_REQUIREMENTS, "boto3", "botocore", "matplotlib")
-TRAINING_REQUIREMENTS = (*COMMON_REQUIREMENTS, "torch")
+TRAINING_REQUIREMENTS = (*COMMON_REQUIREMENTS, "torch", "xgboost-cpu")
 NO_DEPS_REQUIREMENTS = ("tensorboard",)
 TORCH_DEFAULT_VERSION = "2.13.0"
 PYTHON_VERSION = "3.11"  # Debian bookworm's python3 and python:3.11-slim: cp311 wheels fit both

@@ -87,6 +87,7 @@ class JobLifecycle:
         clock: Callable[[], float] = time.monotonic,
         runs_profiler_rule: Callable[[RuleSpec], bool] = profiler_rule_runs,
         sampler_factory: Callable[..., SystemSampler] = make_sampler,
+        on_phase: Callable[[str, str], None] | None = None,
     ) -> None:
         self.spec = spec
         self.job_dir = job_dir
@@ -102,6 +103,8 @@ class JobLifecycle:
         # a local endpoint that restarted empty gets its buckets back
         self.retry = Retry(cancel=self.stop, recreate_bucket=endpoint.source != "aws")
         self.status_keepers: list[KeptStatus] = []  # the rules' statuses, put back if S3 loses them
+        # (SecondaryStatus, StatusMessage) as the job moves on: `sdlocal serve`'s DescribeTrainingJob
+        self.on_phase = on_phase or (lambda status, message: None)
         self._runnable = {r.name for r in spec.profiler_rules if runs_profiler_rule(r)}
         self.profiler_rules: tuple[RuleSpec, ...] = ()  # those with an evaluator (set by configure)
         self.evaluators = Evaluators(runtime, spec.job_name, self._rule_output, stop_grace_s=options.stop_grace_s)
@@ -118,6 +121,7 @@ class JobLifecycle:
         self.uploaded_all = False
         self._next_check = clock()  # of the evaluators (RunOptions.settle_interval_s)
         self._failed_looks: list[str] = []
+        self._rule_states: dict[str, str] = {}  # the last status said of each rule
 
     # -- S3 through trial's storage ----------------------------------------------------------------
     def storage(self, uri: str) -> Storage:
@@ -165,6 +169,7 @@ class JobLifecycle:
         self.echo(self.endpoint.describe())
         claim_job_name(self.spec, self.job_dir, self.bucket, ensure_buckets=self.endpoint.source != "aws",
                        overwrite=self.options.overwrite)
+        self.on_phase("Downloading", "Downloading input data")
         self.spec, data_inputs = stage_inputs(self.spec, self.job_dir, self.bucket, self.stop, self.echo)
         self.configure()
         try:
@@ -233,6 +238,7 @@ class JobLifecycle:
         for rule in spec.debug_rules + self.profiler_rules:
             self.evaluators.start(rule, self._rule_launch(rule, env))
         self.training = self.runtime.start_training(self._training_launch(env, data_inputs))
+        self.on_phase("Training", "Training image download completed. Training in progress.")
         self.echo(f"Training job {spec.job_name} started ({len(self.evaluators)} rule evaluator(s)); "
                   f"logs in {self.job_dir.logs}")
         if self.profiling:
@@ -276,6 +282,8 @@ class JobLifecycle:
         max_runtime = self.max_runtime_s
         waited = wait_for(ended, Deadline.after(max_runtime, self.clock), interval=0.2,
                           pause=training.wait, stop=self.stop)
+        if waited.stopped or (waited.value is not None and waited.value[0] == "rule"):
+            self.on_phase("Stopping", "Stopping the training job")
         if waited.stopped:
             self.echo("Stopping the training job ...")
             training.stop(options.stop_grace_s)
@@ -326,6 +334,17 @@ class JobLifecycle:
         for e in self._look(self.evaluators.settle) or ():
             self.echo(f"Rule {e.rule.name}: {e.death} without a status: Error "
                       f"(see `sdlocal logs {self.spec.job_name} --rule {e.rule.name}`)")
+        self._report_status_changes()
+
+    def _report_status_changes(self) -> None:
+        """Each rule's status change as it happens (what the SDK's fit() prints): a rule that fires
+        is on screen within a settle interval, not at the end."""
+        for row in self._look(self.statuses) or ():
+            name, status = row["RuleConfigurationName"], row["RuleEvaluationStatus"]
+            if self._rule_states.get(name, "InProgress") != status:
+                details = " ".join(str(row.get("StatusDetails") or "").split())
+                self.echo(f"Rule {name}: {status}" + (f" ({details})" if details else ""))
+            self._rule_states[name] = status
 
     def end_training(self) -> None:
         """Whatever happened: stop what runs, upload what exists, mark the end."""
@@ -366,6 +385,8 @@ class JobLifecycle:
         stop too)."""
         spec, job_dir, training = self.spec, self.job_dir, self.training
         reason = artifacts = None
+        if not result.training_failed:
+            self.on_phase("Uploading", "Uploading generated training model")
         if result.training_failed and not result.stopped:
             env = spec.training_environment()
             reason = failure_reason(job_dir.failure_file, result.training_exit_code, spec.entry_point,
@@ -388,6 +409,7 @@ class JobLifecycle:
         update_record(job_dir, TrainingJobStatus=result.training_status, SecondaryStatus=result.secondary_status,
                       SecondaryStatusTransitions=transitions, FailureReason=reason,
                       ModelArtifacts={"S3ModelArtifacts": artifacts} if artifacts else None)
+        self.on_phase(result.secondary_status, reason or "")
         return reason, artifacts
 
     def wait_rules(self) -> None:
@@ -405,6 +427,7 @@ class JobLifecycle:
             self.evaluators.stop("Error", f"ClientError: the evaluator did not finish within {timeout:g}s "
                                           "after training ended")
         self._settle()  # the ones that died since the last check (between checks: not said yet)
+        self._report_status_changes()
 
     def close(self, failure: BaseException | None = None) -> None:
         """Stop the evaluators still running (a stop during publishing, an error), close the runtime."""

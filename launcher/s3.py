@@ -45,7 +45,7 @@ def sdlocal_home(environ: Mapping[str, str] | None = None) -> Path:
 @dataclass(frozen=True)
 class S3Endpoint:
     url: str | None  # None: AWS's own endpoints
-    source: str  # "flag" | "env" | "aws" | "embedded"
+    source: str  # "flag" | "env" | "aws" | "embedded" | "serve"
     dummy_credentials: bool = False
 
     def client(self) -> Any:
@@ -80,6 +80,7 @@ class S3Endpoint:
             "env": f"S3: {self.url} (AWS_ENDPOINT_URL_S3)",
             "aws": "S3: Amazon S3 with your AWS credentials (set --s3-endpoint-url to use another endpoint)",
             "embedded": f"S3: embedded server at {self.url} (stop it with `sdlocal s3 stop`)",
+            "serve": f"S3: sdlocal serve at {self.url}",
         }[self.source]
 
 
@@ -95,6 +96,19 @@ def aws_credentials_present(environ: Mapping[str, str] | None = None, home: Path
     return any(Path(f).is_file() for f in files)
 
 
+def check_endpoint_url(url: str, where: str) -> None:
+    """An endpoint is an http(s)://host[:port][/path] URL; botocore would fail later with a traceback."""
+    from urllib.parse import urlsplit
+
+    try:
+        parts = urlsplit(url)
+        parts.port  # noqa: B018 - raises ValueError for a port that is not a number in range
+    except ValueError as e:
+        raise S3EndpointError(f"{where}: {url!r} is not a URL: {e}") from None
+    if parts.scheme not in ("http", "https") or not parts.hostname:
+        raise S3EndpointError(f"{where}: {url!r} is not an http:// or https:// URL with a host")
+
+
 def resolve_endpoint(
     flag: str | None,
     *,
@@ -104,6 +118,10 @@ def resolve_endpoint(
 ) -> S3Endpoint:
     env = os.environ if environ is None else environ
     has_credentials = credentials_present or (lambda: aws_credentials_present(env))
+    if flag:
+        check_endpoint_url(flag, "--s3-endpoint-url")
+    elif env.get("AWS_ENDPOINT_URL_S3"):
+        check_endpoint_url(env["AWS_ENDPOINT_URL_S3"], "AWS_ENDPOINT_URL_S3")
     # LocalStack and moto take any credentials: a custom endpoint without any gets dummy ones
     if flag:
         return S3Endpoint(flag, "flag", dummy_credentials=not has_credentials())

@@ -18,6 +18,7 @@ from typing import Any
 import yaml
 
 from launcher._collections import CollectionConfig, merge_collections, rule_default_collections
+from launcher._hook_params import check_hook_parameters
 from launcher._inputs import Channel, parse_channels, parse_environment, parse_instance_type, parse_source_dir
 from launcher._job_settings import (
     ContainerSettings,
@@ -33,10 +34,13 @@ from launcher._values import (
     PROFILING_INTERVALS_MS,
     as_list,
     as_mapping,
+    check_entry_point,
     check_job_name,
     decode_sdk_hyperparameter,
     instance_resources,
     is_debugger_rule_image,
+    local_path,
+    optional_str,
     s3_base,
     string_map,
 )
@@ -219,22 +223,65 @@ class JobSpec:
         return _parse(request, base_dir or Path.cwd(), now, check_rule_names, default_output_path)
 
 
+MAX_SPEC_BYTES = 10 * 1024 * 1024  # a CreateTrainingJob request is far smaller; bigger is not a spec
+MAX_SPEC_DEPTH = 32  # the deepest request field is ~6 levels down
+MAX_SPEC_NODES = 100_000  # also bounds YAML aliases that expand exponentially ("billion laughs")
+
+
 def load_request(path: Path) -> dict[str, Any]:
-    """Read a request from a JSON or YAML file (YAML is a superset; `.json` gets JSON's messages)."""
+    """Read a request from a JSON or YAML file (YAML is a superset; `.json` gets JSON's messages).
+
+    Any bytes give one SpecError naming the file: not UTF-8, malformed, nested deeper than a
+    request is, or too large."""
+    kind = "JSON" if path.suffix == ".json" else "YAML"
     try:
-        text = path.read_text()
+        with path.open("rb") as f:
+            raw = f.read(MAX_SPEC_BYTES + 1)
     except OSError as e:
         raise SpecError(str(path), f"cannot read the job spec: {e.strerror or e}") from e
+    if len(raw) > MAX_SPEC_BYTES:
+        raise SpecError(str(path), f"is larger than {MAX_SPEC_BYTES // 2**20} MiB; not a job spec")
     try:
-        data = json.loads(text) if path.suffix == ".json" else yaml.safe_load(text)
+        text = raw.decode("utf-8")
+    except UnicodeDecodeError as e:
+        raise SpecError(str(path), f"not UTF-8 text (byte {e.start}: {raw[e.start:e.start + 1]!r}); "
+                                   f"the job spec must be {kind}") from None
+    try:
+        data = json.loads(text) if kind == "JSON" else yaml.safe_load(text)
+    except RecursionError:  # the parsers recurse per level: ours is the clearer message
+        raise SpecError(str(path), f"nests deeper than {MAX_SPEC_DEPTH} levels; not a job spec") from None
     except (ValueError, yaml.YAMLError) as e:
         detail = " ".join(str(e).split())
-        raise SpecError(str(path), f"malformed {'JSON' if path.suffix == '.json' else 'YAML'}: {detail}") from e
+        raise SpecError(str(path), f"malformed {kind}: {detail}") from e
+    _check_shape(data, path)
     if data is None:
         return {}
     if not isinstance(data, dict):
         raise SpecError(str(path), f"the job spec must be a map of request fields, got {type(data).__name__}")
     return data
+
+
+def _check_shape(data: Any, path: Path) -> None:
+    """Depth and size limits, checked without recursion (the parsed value may be deep or aliased)."""
+    stack: list[tuple[Any, int]] = [(data, 0)]
+    nodes = 0
+    while stack:
+        value, depth = stack.pop()
+        nodes += 1
+        if depth > MAX_SPEC_DEPTH:
+            raise SpecError(str(path), f"nests deeper than {MAX_SPEC_DEPTH} levels; not a job spec")
+        if nodes > MAX_SPEC_NODES:
+            raise SpecError(str(path), f"has more than {MAX_SPEC_NODES} values (YAML aliases count each time "
+                                       "they are used); not a job spec")
+        if isinstance(value, dict):
+            stack.extend((v, depth + 1) for v in value.values())
+        elif isinstance(value, list):
+            stack.extend((v, depth + 1) for v in value)
+
+
+def _or(value: Any, default: Any) -> Any:
+    """`value` unless the field is absent (None): a present but empty or wrong value is an error."""
+    return default if value is None else value
 
 
 def default_job_name(now: datetime) -> str:
@@ -247,7 +294,8 @@ def _parse(
     req = as_mapping(req, "request")
     ignored = [k for k in req if k not in _USED_FIELDS]
     warnings: list[str] = []
-    job = check_job_name(req["TrainingJobName"]) if req.get("TrainingJobName") else default_job_name(now)
+    raw_job = req.get("TrainingJobName")
+    job = default_job_name(now) if raw_job is None else check_job_name(raw_job)
 
     raw_hp = string_map(req.get("HyperParameters"), "HyperParameters", max_entries=100, max_chars=2500)
     sdk_program = raw_hp.get("sagemaker_program")
@@ -259,10 +307,13 @@ def _parse(
     entry_point = req.get("EntryPoint") or (decode_sdk_hyperparameter(sdk_program) if sdk_program else None)
     if not entry_point or not isinstance(entry_point, str):
         raise SpecError("EntryPoint", "required: the training script (or HyperParameters.sagemaker_program)")
-    if source_uri is None and not (source_dir / entry_point).is_file():
-        raise SpecError("EntryPoint", f"{entry_point!r} not found in the source directory {source_dir}")
+    check_entry_point(entry_point, source_dir, source_uri is None)
 
     algo = as_mapping(req.get("AlgorithmSpecification"), "AlgorithmSpecification")
+    optional_str(algo.get("TrainingImage"), "AlgorithmSpecification.TrainingImage")
+    if algo.get("TrainingInputMode", "File") not in ("File", "FastFile", "Pipe"):
+        raise SpecError("AlgorithmSpecification.TrainingInputMode",
+                        f"{algo['TrainingInputMode']!r} is not one of File, FastFile, Pipe")
     ignored += [f"AlgorithmSpecification.{k}" for k in algo if k not in ("TrainingImage", "TrainingInputMode")]
     channels = parse_channels(req.get("InputDataConfig"), base_dir, algo.get("TrainingInputMode", "File"),
                               ignored, warnings)
@@ -271,15 +322,15 @@ def _parse(
     instance_type = parse_instance_type(resources, warnings)
     hook_req = as_mapping(req.get("DebugHookConfig"), "DebugHookConfig")
     ignored += [f"DebugHookConfig.{k}" for k in hook_req if k not in _HOOK_FIELDS]
-    out_base = s3_base(hook_req.get("S3OutputPath") or default_output, "DebugHookConfig.S3OutputPath")
+    out_base = s3_base(_or(hook_req.get("S3OutputPath"), default_output), "DebugHookConfig.S3OutputPath")
     job_output = f"{out_base}/{job}"
     data_out = as_mapping(req.get("OutputDataConfig"), "OutputDataConfig")
     ignored += [f"OutputDataConfig.{k}" for k in data_out if k != "S3OutputPath"]
-    model_base = s3_base(data_out.get("S3OutputPath") or out_base, "OutputDataConfig.S3OutputPath")
+    model_base = s3_base(_or(data_out.get("S3OutputPath"), out_base), "OutputDataConfig.S3OutputPath")
 
     debug_rules = _rules(req, "DebugRuleConfigurations", job_output, "debugger", base_dir, ignored, warnings)
     prof_req = as_mapping(req.get("ProfilerConfig"), "ProfilerConfig")
-    prof_base = s3_base(prof_req.get("S3OutputPath") or out_base, "ProfilerConfig.S3OutputPath")
+    prof_base = s3_base(_or(prof_req.get("S3OutputPath"), out_base), "ProfilerConfig.S3OutputPath")
     profiler_rules = _rules(
         req, "ProfilerRuleConfigurations", f"{prof_base}/{job}", "profiler", base_dir, ignored, warnings
     )
@@ -291,6 +342,7 @@ def _parse(
         _check_builtin_rules(debug_rules, "DebugRuleConfigurations")
         _check_builtin_rules(profiler_rules, "ProfilerRuleConfigurations")
 
+    optional_str(hook_req.get("LocalPath"), "DebugHookConfig.LocalPath")
     hook = None
     if "DebugHookConfig" in req or debug_rules:
         hook = _hook(hook_req, f"{job_output}/debug-output", debug_rules)
@@ -299,7 +351,8 @@ def _parse(
     if req.get("TensorBoardOutputConfig") is not None:
         tb_req = as_mapping(req["TensorBoardOutputConfig"], "TensorBoardOutputConfig")
         tb_base = s3_base(tb_req.get("S3OutputPath"), "TensorBoardOutputConfig.S3OutputPath")
-        tb = TensorBoardSpec(f"{tb_base}/{job}/tensorboard-output", tb_req.get("LocalPath"))
+        tb = TensorBoardSpec(f"{tb_base}/{job}/tensorboard-output",
+                             optional_str(tb_req.get("LocalPath"), "TensorBoardOutputConfig.LocalPath"))
     return JobSpec(
         job_name=job, entry_point=entry_point, source_dir=source_dir, hyperparameters=hyperparameters,
         hook=hook, debug_rules=debug_rules, profiler_rules=profiler_rules, profiler=profiler, tensorboard=tb,
@@ -331,11 +384,13 @@ def _rules(
             raise SpecError(f"{where}.RuleConfigurationName", f"{name!r} cannot name a rule-output folder")
         params = string_map(entry.get("RuleParameters"), f"{where}.RuleParameters", max_entries=MAX_RULE_PARAMETERS)
         params.setdefault("rule_to_invoke", name)
-        image = entry.get("RuleEvaluatorImage")
+        image = optional_str(entry.get("RuleEvaluatorImage"), f"{where}.RuleEvaluatorImage")
         src = params.get("source_s3_uri")
+        if src is not None and not src.strip("\x00 "):
+            raise SpecError(f"{where}.RuleParameters.source_s3_uri", f"{src!r} names no custom rule file")
         in_image = False
         if src and "://" not in src:  # a local custom rule file: resolve it now, fail early
-            path = (base_dir / src).resolve()
+            path = local_path(base_dir, src, f"{where}.RuleParameters.source_s3_uri")
             if path.is_file():
                 params["source_s3_uri"] = str(path)
                 _check_custom_rule_file(path, params["rule_to_invoke"], f"{where}.RuleParameters")
@@ -402,7 +457,9 @@ def _hook(hook_req: Mapping[str, Any], debug_output: str, rules: tuple[RuleSpec,
                             max_entries=MAX_MAP_ENTRIES)
         entries.append(CollectionConfig(name, params))
     defaults = [c for r in rules if not r.is_custom for c in rule_default_collections(r.rule_to_invoke)]
-    return HookSpec(debug_output, hook_params, merge_collections(entries, defaults, hook_params))
+    merged = merge_collections(entries, defaults, hook_params)
+    check_hook_parameters(hook_params, entries, merged)
+    return HookSpec(debug_output, hook_params, merged)
 
 
 def _profiler(prof: Mapping[str, Any], profiler_output: str) -> ProfilerSpec:

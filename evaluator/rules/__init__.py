@@ -1,7 +1,7 @@
 """The built-in rules, one module per rule (class names as SageMaker's `rule_to_invoke`).
 
 Every public module of this package is a rule module: the `Rule` subclasses it defines with a
-`group` class attribute (rules.md's groups: "universal", "deep learning", "DL applications") are
+`group` class attribute (rules.md's groups: "universal", "deep learning", "DL applications", "XGBoost") are
 the built-in rules. Adding a rule is adding a module; nothing else is edited.
 """
 from __future__ import annotations

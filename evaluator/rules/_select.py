@@ -145,3 +145,13 @@ def training_position(trial: Any, step: int, train_only: bool) -> int | None:
     if mode != ModeKeys.TRAIN or mode_step is None:
         return None
     return int(mode_step)
+
+
+def unsaved_collections(rule: Any, trial: Any) -> list[str]:
+    """The collections the rule's selections name that the trial does not have (in the order named)."""
+    known = trial.collections()
+    missing: list[str] = []
+    for value in vars(rule).values():
+        if isinstance(value, TensorSelection):
+            missing += [c for c in value.collections if c not in known and c not in missing]
+    return missing

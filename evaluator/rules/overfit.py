@@ -1,10 +1,11 @@
 """Overfit: the validation loss runs away from the training loss."""
 from __future__ import annotations
 
+import re
 from typing import Any
 
 from evaluator.params import parse_float, parse_int
-from evaluator.rule import Rule, Verdict
+from evaluator.rule import DefaultCollection, Rule, Verdict
 from evaluator.rules._select import RunningMeans, TensorSelection, is_training, mean_losses
 from trial.modes import ModeKeys
 
@@ -12,6 +13,8 @@ from trial.modes import ModeKeys
 NOISE_STDS = 2.0
 # The smallest gap judged, as a fraction of the first training loss seen (see Overfit).
 MIN_GAP_OF_FIRST_LOSS = 0.01
+# XGBoost metric names: `<data set>-<metric>`; the training set's is `train-<metric>`.
+_TRAIN_METRIC = re.compile(r"^(?:train|training)-(.+)$")
 
 
 class Overfit(Rule):
@@ -48,10 +51,20 @@ class Overfit(Rule):
     - Losses are `tensor_regex` if given, else the `losses` collection; each loss tensor is
       compared with itself across modes. NaN losses are skipped; a training mean of 0 cannot be a
       denominator and is not judged (a negative one is divided by its absolute value).
-    - A trial without EVAL steps (or without TRAIN steps before them) is never evaluated.
+    - A trial without EVAL steps (or without TRAIN steps before them) is never evaluated, except:
+    - XGBoost trials (GLOBAL steps with `train-<metric>` and `<data set>-<metric>` losses, the XGBoost
+      hook's names): each saved step compares the validation value with the training value of the
+      same metric. Boosting drives the training metric towards 0 while a healthy validation metric
+      levels off, so the ratio alone would fire on every long training; a step counts as over the
+      threshold only if the ratio exceeds `ratio_threshold` AND the validation metric is above its
+      best (lowest) value so far by more than `MIN_GAP_OF_FIRST_LOSS` (1 %) of the first training
+      value (it turned up: overfitting, not just a gap; a healthy run's last rounds wobble by
+      0.0001-0.0007 of a logloss near 0.52, the overfitting run's climbs from 0.76 to 2.5), and
+      `patience` counts such consecutive steps.
     """
 
     group = "universal"
+    default_collections = (DefaultCollection.of("losses"),)  # sdlocal's: the XGBoost hook saves losses only when asked
 
     def __init__(
         self,
@@ -76,6 +89,8 @@ class Overfit(Rule):
         self._streak = 0  # consecutive passes over the threshold, before the open one
         self._open_over = False  # the open pass is over the threshold (so far)
         self._open_judged = False  # the open pass had something to compare
+        self._best_val: dict[str, float] = {}  # XGBoost: each validation metric's lowest value so far
+        self._rising = 0  # XGBoost: consecutive steps over the threshold
 
     def _losses(self, step: int) -> dict[str, float]:
         return mean_losses(self.base_trial, self.selection, step)
@@ -107,6 +122,10 @@ class Overfit(Rule):
         if step < self.start_step:
             return Verdict.NOT_EVALUATED
         mode, _ = self.base_trial.mode_modestep(step)
+        if mode == ModeKeys.GLOBAL:
+            pairs = self._metric_pairs(self._losses(step))
+            if pairs:
+                return self._judge_pairs(step, pairs)
         if is_training(mode):
             if self._val is not None:  # a validation pass just ended
                 self._close_pass()
@@ -133,5 +152,37 @@ class Overfit(Rule):
         if streak >= self.patience:
             self.logger.debug("%s: (ratio, gap, training spread) per loss %s at step %d (%d passes)",
                               self.rule_name, ratios, step, streak)
+            return Verdict.CONDITION_MET
+        return Verdict.CONDITION_NOT_MET
+
+    @staticmethod
+    def _metric_pairs(losses: dict[str, float]) -> dict[str, tuple[float, float]]:
+        """XGBoost: validation metric name -> (training value, validation value)."""
+        pairs: dict[str, tuple[float, float]] = {}
+        for name, train in losses.items():
+            m = _TRAIN_METRIC.match(name)
+            if m is None:
+                continue
+            for other, val in losses.items():
+                if other != name and other.endswith("-" + m.group(1)) and not _TRAIN_METRIC.match(other):
+                    pairs[other] = (train, val)
+        return pairs
+
+    def _judge_pairs(self, step: int, pairs: dict[str, tuple[float, float]]) -> Verdict:
+        over = []
+        for name, (train, val) in pairs.items():
+            best = self._best_val.get(name)
+            self._best_val[name] = val if best is None else min(best, val)
+            first = self._first_train.setdefault(name, train)
+            if best is None or train == 0.0:
+                continue
+            ratio, gap = (val - train) / abs(train), val - train
+            turned_up = val - best > MIN_GAP_OF_FIRST_LOSS * abs(first)
+            if turned_up and self._over(name, ratio, gap, None):
+                over.append((name, round(ratio, 3)))
+        self._rising = self._rising + 1 if over else 0
+        if self._rising >= self.patience:
+            self.logger.debug("%s: validation metrics rising above training %s at step %d (%d steps)",
+                              self.rule_name, over, step, self._rising)
             return Verdict.CONDITION_MET
         return Verdict.CONDITION_NOT_MET

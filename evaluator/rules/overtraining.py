@@ -5,7 +5,7 @@ from dataclasses import dataclass, field
 from typing import Any
 
 from evaluator.params import parse_float, parse_int
-from evaluator.rule import Rule, Verdict
+from evaluator.rule import DefaultCollection, Rule, Verdict
 from evaluator.rules._select import RunningMeans, TensorSelection, is_training, mean_losses
 from trial.modes import ModeKeys
 
@@ -51,6 +51,7 @@ class Overtraining(Rule):
     """
 
     group = "universal"
+    default_collections = (DefaultCollection.of("losses"),)  # sdlocal's
 
     def __init__(
         self,

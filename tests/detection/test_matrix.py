@@ -8,7 +8,7 @@ from pathlib import Path
 import pytest
 
 from detection import report
-from detection.hookconfig import EXPECTED_RULES, hook_config, hook_request, missing_rules
+from detection.hookconfig import EXPECTED_RULES, XGBOOST_ONLY_RULES, hook_config, hook_request, missing_rules
 from detection.matrix import ERROR, FIRED, Results, run_matrix
 from detection.run import main
 from detection.scenarios import SCENARIOS
@@ -24,8 +24,11 @@ def results(tmp_path_factory: pytest.TempPathFactory) -> Results:
 
 
 def test_every_rule_has_a_fault_scenario_and_three_healthy_runs() -> None:
-    assert sorted(EXPECTED_RULES) == TARGETED
-    assert len(HEALTHY) >= 3
+    xgb_targets = {rule for s in SCENARIOS if s.framework == "xgboost" for rule in s.targets}
+    assert sorted({*EXPECTED_RULES, *XGBOOST_ONLY_RULES}) == TARGETED
+    assert set(XGBOOST_ONLY_RULES) <= xgb_targets  # plus universal rules on XGBoost data
+    assert {"ClassImbalance", "Overfit"} <= xgb_targets
+    assert len(HEALTHY) >= 4 and "healthy_xgb" in HEALTHY
 
 
 def test_hook_config_has_every_rule_default_collection(tmp_path: Path) -> None:
@@ -74,12 +77,12 @@ def test_report_shows_every_rule_and_run(results: Results, tmp_path: Path) -> No
     md, js = tmp_path / "m.md", tmp_path / "r.json"
     report.write(results, md, js)
     text = md.read_text()
-    for rule in EXPECTED_RULES:
+    for rule in (*EXPECTED_RULES, *XGBOOST_ONLY_RULES):
         assert f"| {rule} |" in text
     for s in SCENARIOS:
         assert s.name in text
     data = json.loads(js.read_text())
-    assert len(data["cells"]) == len(EXPECTED_RULES) * len(SCENARIOS)
+    assert len(data["cells"]) == (len(EXPECTED_RULES) + len(XGBOOST_ONLY_RULES)) * len(SCENARIOS)
     assert sum(1 for c in data["cells"] if c["expected"] == "fire") == sum(len(s.targets) for s in SCENARIOS)
 
 
@@ -119,7 +122,7 @@ def test_seed_sweep_runs_are_reported_not_judged() -> None:
     from detection.scenarios import seed_sweep
 
     sweep = seed_sweep([7])
-    assert [s.name for s in sweep] == ["healthy_mlp@7", "healthy_cnn@7", "healthy_text@7"]
+    assert [s.name for s in sweep] == ["healthy_mlp@7", "healthy_cnn@7", "healthy_text@7", "healthy_xgb@7"]
     assert all(s.healthy and not s.judged for s in sweep)
     losses = {"first_loss": 1.0, "last_loss": 0.1, "val_loss": 0.1}
     results = Results(rules=["Overfit"], missing=[],
@@ -140,5 +143,6 @@ def test_cli_seed_sweep_trains_the_healthy_runs_with_other_seeds(tmp_path: Path)
     js = tmp_path / "r.json"
     main(["-q", "--only", "dead_relu", "--seeds", "1", "--markdown", str(tmp_path / "m.md"), "--json", str(js)])
     runs = {r["name"]: r["judged"] for r in json.loads(js.read_text())["runs"]}
-    assert runs == {"dead_relu": True, "healthy_mlp@100": False, "healthy_cnn@100": False, "healthy_text@100": False}
+    assert runs == {"dead_relu": True, "healthy_mlp@100": False, "healthy_cnn@100": False, "healthy_text@100": False,
+                    "healthy_xgb@100": False}
     assert "## Seed sweep (reported, not judged)" in (tmp_path / "m.md").read_text()

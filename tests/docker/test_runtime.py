@@ -193,7 +193,7 @@ def test_oom_killed_evaluator_container_is_error(docker_client: Any, sdlocal_ima
     assert hog["RuleEvaluationStatus"] == "Error"
     assert hog["StatusDetails"].startswith("ClientError: the rule evaluator was OOM-killed (code 137: over its memory "
                                            "limit of 384 MiB) without a final status. Last log lines: ")
-    assert "Rule Hog: its evaluator was OOM-killed (code 137)" in err
+    assert "Rule Hog: its evaluator was OOM-killed (code 137: over its memory limit of 384 MiB) without a status: Error" in err
     assert {r["RuleEvaluationStatus"] for r in rows if r is not hog} <= {"IssuesFound", "NoIssuesFound"}, rows
     assert leftovers(docker_client, job) == []
 

@@ -49,13 +49,14 @@ def test_get_rule_class_and_suggestions() -> None:
 
 def test_builtin_rule_infos() -> None:
     infos = {i.name: i for i in builtin_rule_infos()}
-    # rules.md's Debugger rules (the XGBoost ones come with the XGBoost hook) in rules.md's groups
+    # rules.md's Debugger rules in rules.md's groups
     groups = {
         "universal": {"AllZero", "ClassImbalance", "Confusion", "LossNotDecreasing", "Overfit", "Overtraining",
                       "SimilarAcrossRuns", "StalledTrainingRule", "UnchangedTensor"},
         "deep learning": {"DeadRelu", "ExplodingTensor", "PoorWeightInitialization", "SaturatedActivation",
                           "TensorVariance", "VanishingGradient", "WeightUpdateRatio"},
         "DL applications": {"CheckInputImages", "NLPSequenceRatio"},
+        "XGBoost": {"CreateXgboostReport", "FeatureImportanceOverweight", "TreeDepth"},
         "profiler": {"BatchSize", "CPUBottleneck", "Dataloader", "GPUMemoryIncrease", "IOBottleneck",
                      "LoadBalancing", "LowGPUUtilization", "MaxInitializationTime", "OverallSystemUsage",
                      "OverallFrameworkMetrics", "StepOutlier", "ProfilerReport"},
@@ -182,7 +183,9 @@ def test_each_tensor_rule_owns_its_default_collections() -> None:
         if ours[len(theirs):]:
             added[name] = [n for n, _ in ours[len(theirs):]]
     assert added == {"ClassImbalance": ["labels", "predictions"], "Confusion": ["labels", "predictions"],
-                     "SaturatedActivation": ["tanh_input", "sigmoid_input"], "PoorWeightInitialization": ["gradients"]}
+                     "SaturatedActivation": ["tanh_input", "sigmoid_input"], "PoorWeightInitialization": ["gradients"],
+                     "TreeDepth": ["trees"], "CreateXgboostReport": ["average_shap", "losses"],
+                     "Overfit": ["losses"], "Overtraining": ["losses"]}
     assert default_collections("NoSuchRule") == ()
 
 

@@ -162,9 +162,12 @@ def test_stop_request_for_another_prefix_does_not_stop(
     ignored = "Rule Fires requested StopTraining for jobs starting with 'keepme-2': not keepme-1, ignored"
     lines: list[str] = []
 
+    def said_fired() -> bool:  # the rule's status change, said while training runs (as fit() shows it)
+        return any(line.startswith("Rule Fires: IssuesFound (RuleEvaluationConditionMet") for line in lines)
+
     def release_when_ignored() -> None:
         deadline = time.monotonic() + 50
-        while ignored not in lines and time.monotonic() < deadline:
+        while not (ignored in lines and said_fired()) and time.monotonic() < deadline:
             time.sleep(0.1)
         (tmp_path / "pids" / "release").write_text("")
 
@@ -176,6 +179,9 @@ def test_stop_request_for_another_prefix_does_not_stop(
     assert ignored in lines, lines
     assert result.stopped_by_rule is None and result.training_status == "Completed"
     assert int((tmp_path / "pids" / "last-step").read_text()) < 590  # released, not run to the end
+    fired = next(i for i, line in enumerate(lines) if line.startswith("Rule Fires: IssuesFound"))
+    assert fired < lines.index("Training completed"), lines
+    assert sum(line.startswith("Rule Fires: ") for line in lines) == 1  # said once
     (status,) = result.statuses
     assert status["RuleEvaluationStatus"] == "IssuesFound"
 

@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import json
 import socket
+from datetime import datetime
 from pathlib import Path
 from typing import Any
 
@@ -101,6 +102,11 @@ def test_summary_uses_the_local_job_record(tmp_path: Path, moto_server: str, s3_
     # R1 has not written a status yet: InProgress; the profiler rule (not evaluated) is left out
     assert [(r["RuleConfigurationName"], r["RuleEvaluationStatus"]) for r in json.loads(result.output)] == [
         ("R1", "InProgress")]
+    # rule_job_summary()'s shape: DescribeTrainingJob's RuleEvaluationStatus fields, no StatusDetails when empty
+    row = json.loads(result.output)[0]
+    assert list(row) == ["RuleConfigurationName", "RuleEvaluationJobArn", "RuleEvaluationStatus", "LastModifiedTime"]
+    assert row["RuleEvaluationJobArn"].startswith("arn:aws:sagemaker:us-east-1:123456789012:processing-job/j-r1-")
+    assert datetime.fromisoformat(row["LastModifiedTime"]).tzinfo is not None
 
 
 def test_rules_lists_builtins() -> None:

@@ -144,13 +144,13 @@ class Hook(engine.Hook):
         self._extra_saved: set[str] = set()  # collections that save_tensor wrote to
         self._fwd_override = type(self).forward_hook is not Hook.forward_hook
         self._bwd_override = type(self).backward_hook is not Hook.backward_hook
-        super().__init__(self._hook_config(path), out_dir=path, dry_run=self.dry_run)
+        super().__init__(self._hook_config(path), out_dir=path, dry_run=self.dry_run,
+                         tensorboard_dir=self.tensorboard_dir, tensorboard_from_job=False)
         self._explicit_mode = ModeKeys.GLOBAL  # smdebug: GLOBAL until set_mode
         self._built_at = changes()
         logger.info("Saving to %s", path)
         if self.tensorboard_dir is not None:
-            logger.info("sdlocal: TensorBoard summaries are not written yet (tensorboard_dir=%s ignored)",
-                        self.tensorboard_dir)
+            logger.info("TensorBoard event files go to %s", self.tensorboard_dir)
 
     @classmethod
     def create_from_json_file(cls, json_file_path: str | os.PathLike[str] | None = None) -> Hook:  # type: ignore[override]

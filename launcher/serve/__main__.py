@@ -1,0 +1,35 @@
+"""`python -m launcher.serve`: the detached endpoint `sdlocal serve --background` starts."""
+from __future__ import annotations
+
+import argparse
+import sys
+import threading
+from pathlib import Path
+
+from launcher.job import stop_on_signals
+from launcher.s3 import sdlocal_home
+from launcher.serve.control import serve_foreground
+
+
+def main(argv: list[str] | None = None) -> int:
+    parser = argparse.ArgumentParser(prog="python -m launcher.serve")
+    parser.add_argument("--port", type=int, required=True)
+    parser.add_argument("--runtime", default="auto")
+    parser.add_argument("--ready-file", type=Path, required=True)
+    args = parser.parse_args(argv)
+
+    def echo(line: str) -> None:
+        print(line, flush=True)
+
+    stop = threading.Event()
+    with stop_on_signals(stop):
+        stuck = serve_foreground(sdlocal_home(), port=args.port, runtime=args.runtime, echo=echo, stop=stop,
+                                 ready=lambda url: args.ready_file.write_text(url))
+    if stuck:
+        print(f"jobs still running at exit: {', '.join(stuck)}", file=sys.stderr)
+        return 1
+    return 0
+
+
+if __name__ == "__main__":
+    raise SystemExit(main())

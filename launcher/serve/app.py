@@ -1,0 +1,147 @@
+"""The endpoint: a WSGI app in front of moto's. Requests whose `X-Amz-Target` is `SageMaker.*`
+(the SDK's SageMaker client, JSON 1.1) are answered by `SageMakerApi`; everything else (S3,
+CloudWatch Logs, STS) by moto's server app, which picks the service from the request's signature.
+`ServeServer` runs it on a loopback port and owns the jobs it started."""
+from __future__ import annotations
+
+import json
+import threading
+import time
+from collections.abc import Callable, Iterable, Mapping
+from pathlib import Path
+from typing import Any
+
+from launcher._job_types import RunOptions
+from launcher.lifecycle import JobLifecycle
+from launcher.s3 import DEFAULT_BUCKET, DUMMY_CREDENTIALS, REGION, S3Endpoint, ensure_bucket
+from launcher.serve.api import ApiError, SageMakerApi
+from launcher.serve.jobs import ServedJob, job_folder
+from launcher.serve.logs import ensure_log_group
+from launcher.spec import JobSpec
+
+_TARGET_PREFIX = "SageMaker."
+WsgiApp = Callable[[dict[str, Any], Callable[..., Any]], Iterable[bytes]]
+
+
+def _json_response(start_response: Callable[..., Any], status: int, body: Mapping[str, Any],
+                   headers: list[tuple[str, str]] | None = None) -> list[bytes]:
+    data = json.dumps(body).encode()
+    reason = {200: "OK", 400: "Bad Request", 500: "Internal Server Error"}.get(status, "")
+    start_response(f"{status} {reason}", [("Content-Type", "application/x-amz-json-1.1"),
+                                          ("Content-Length", str(len(data))), *(headers or [])])
+    return [data]
+
+
+class Dispatcher:
+    def __init__(self, api: SageMakerApi, moto_app: WsgiApp, echo: Callable[[str], None]) -> None:
+        self.api = api
+        self.moto_app = moto_app
+        self.echo = echo
+
+    def __call__(self, environ: dict[str, Any], start_response: Callable[..., Any]) -> Iterable[bytes]:
+        target = environ.get("HTTP_X_AMZ_TARGET", "")
+        if not target.startswith(_TARGET_PREFIX):
+            return self.moto_app(environ, start_response)
+        operation = target[len(_TARGET_PREFIX):]
+        try:
+            length = int(environ.get("CONTENT_LENGTH") or 0)
+            raw = environ["wsgi.input"].read(length) if length else b"{}"
+            try:
+                body = json.loads(raw or b"{}")
+            except ValueError:
+                raise ApiError("SerializationException", "the request body is not JSON") from None
+            if not isinstance(body, dict):
+                raise ApiError("SerializationException", "the request body is not a JSON object")
+            return _json_response(start_response, 200, self.api.call(operation, body))
+        except ApiError as e:
+            if operation != "DescribeTrainingJob":
+                self.echo(f"SageMaker.{operation}: {e.code}: {e.message}")
+            return _json_response(start_response, e.status, {"__type": e.code, "message": e.message},
+                                  [("x-amzn-ErrorType", e.code)])
+        except Exception as e:  # noqa: BLE001 - one request's bug must not end the server
+            self.echo(f"SageMaker.{operation}: internal error: {type(e).__name__}: {e}")
+            return _json_response(start_response, 500, {"__type": "InternalFailure", "message": str(e)})
+
+
+class ServeServer:
+    """The endpoint on `host:port` (0: a free port), its jobs and their clean end."""
+
+    def __init__(self, home: Path, *, host: str = "127.0.0.1", port: int = 0, runtime: str = "auto",
+                 options: RunOptions | None = None, echo: Callable[[str], None] = print) -> None:
+        self.home = home
+        self.host = host
+        self.runtime_kind = runtime
+        self.options = options or RunOptions()
+        self.echo = echo
+        self._lock = threading.Lock()
+        from moto.moto_server.werkzeug_app import DomainDispatcherApplication, create_backend_app
+        from werkzeug.serving import WSGIRequestHandler, make_server
+
+        class QuietHandler(WSGIRequestHandler):
+            def log_request(self, *args: Any, **kwargs: Any) -> None:  # one line per S3 poll otherwise
+                pass
+
+        self.api = SageMakerApi(self._create_job, client=None)
+        app = Dispatcher(self.api, DomainDispatcherApplication(create_backend_app), echo)
+        self._server = make_server(host, port, app, threaded=True, request_handler=QuietHandler)
+        self.port = int(self._server.server_address[1])
+        self.url = f"http://{host}:{self.port}"
+        self.endpoint = S3Endpoint(self.url, "serve", dummy_credentials=True)
+        self._thread = threading.Thread(target=self._server.serve_forever, name="sdlocal-serve", daemon=True)
+
+    def client(self, service: str) -> Any:
+        import boto3
+
+        return boto3.client(service, endpoint_url=self.url, region_name=REGION,
+                            aws_access_key_id=DUMMY_CREDENTIALS["AWS_ACCESS_KEY_ID"],
+                            aws_secret_access_key=DUMMY_CREDENTIALS["AWS_SECRET_ACCESS_KEY"])
+
+    def start(self) -> None:
+        self._thread.start()
+        s3 = self.client("s3")
+        self.api.client = s3
+        ensure_bucket(s3, DEFAULT_BUCKET)  # the SDK's DefaultS3Bucket (launcher/serve/control.py)
+        ensure_log_group(self.client("logs"))
+
+    def stop(self, timeout: float = 60.0) -> list[str]:
+        """Stop the jobs still running (their rules end Stopped), then the server; the jobs that did
+        not end within `timeout` are returned."""
+        jobs = [j for j in self.api.jobs.values() if j.running]
+        for job in jobs:
+            job.request_stop()
+        deadline = time.monotonic() + timeout
+        stuck = [j.name for j in jobs if not j.join(max(0.0, deadline - time.monotonic()))]
+        self._server.shutdown()
+        self._thread.join(10)
+        return stuck
+
+    # -- jobs --------------------------------------------------------------------------------------
+    def _create_job(self, request: Mapping[str, Any], spec: JobSpec) -> ServedJob:
+        job_dir = job_folder(self.home, spec.job_name)
+        return ServedJob(request, spec, job_dir=job_dir, endpoint=self.endpoint, run=self._run_job,
+                         logs=self.client("logs"), region=REGION)
+
+    def _run_job(self, job: ServedJob) -> None:
+        from launcher.runtime._select import select_runtime
+
+        def echo(line: str) -> None:
+            for part in line.splitlines():
+                self.echo(f"[{job.name}] {part}")
+
+        spec = job.spec
+        echo(f"CreateTrainingJob: {len(spec.debug_rules)} Debugger rule(s), "
+             f"{len(spec.profiler_rules)} profiler rule(s)")
+        for warning in spec.warnings:
+            echo(f"Warning: {warning}")
+        rules = spec.debug_rules + spec.profiler_rules
+        runtime = select_runtime(self.runtime_kind, rule_images=[r.image for r in rules],
+                                 training_image=spec.training_image, echo=echo)
+        try:
+            lifecycle = JobLifecycle(spec, job_dir=job.job_dir, endpoint=self.endpoint, runtime=runtime,
+                                     options=self.options, echo=echo, stop=job.stop, client=self.client("s3"),
+                                     on_phase=job.phase)
+            result = lifecycle.run()
+        finally:
+            runtime.close()
+        echo(f"{result.training_status}; rules: " + ", ".join(
+            f"{r['RuleConfigurationName']} {r['RuleEvaluationStatus']}" for r in result.statuses))

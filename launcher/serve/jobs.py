@@ -1,0 +1,233 @@
+"""A training job created through `sdlocal serve`: `JobLifecycle` run in a thread, and what
+DescribeTrainingJob says of it (statuses, SecondaryStatusTransitions with their times, the
+request's configs echoed, the rules' statuses read from S3)."""
+from __future__ import annotations
+
+import threading
+import time
+from collections.abc import Callable, Mapping
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Any
+
+from launcher._job_types import RunOptions
+from launcher.platform import JobDir
+from launcher.s3 import S3Endpoint
+from launcher.serve.logs import LogPump
+from launcher.spec import JobSpec
+from launcher.summary import ACCOUNT, RuleRef, api_rule_status, rule_job_arn, rule_job_summary
+
+TERMINAL = ("Completed", "Failed", "Stopped")
+# Fields of CreateTrainingJob that DescribeTrainingJob gives back as sent (botocore's sagemaker model:
+# the members both shapes share)
+ECHOED = (
+    "HyperParameters", "AlgorithmSpecification", "RoleArn", "InputDataConfig", "OutputDataConfig", "ResourceConfig",
+    "VpcConfig", "StoppingCondition", "EnableNetworkIsolation", "EnableInterContainerTrafficEncryption",
+    "EnableManagedSpotTraining", "CheckpointConfig", "DebugHookConfig", "ExperimentConfig", "DebugRuleConfigurations",
+    "TensorBoardOutputConfig", "ProfilerConfig", "ProfilerRuleConfigurations", "Environment", "RetryStrategy",
+    "RemoteDebugConfig", "InfraCheckConfig", "ServerlessJobConfig", "MlflowConfig", "ModelPackageConfig",
+)
+# SageMaker's defaults, shown by DescribeTrainingJob when the request left them out
+DEFAULTS = {"EnableNetworkIsolation": False, "EnableInterContainerTrafficEncryption": False,
+            "EnableManagedSpotTraining": False}
+_SECONDARY_OF = {"Completed": ("Completed", "Training job completed"),
+                 "Stopped": ("Stopped", "Training job stopped"),
+                 "Failed": ("Failed", "Training job failed")}
+
+
+def job_arn(region: str, job_name: str) -> str:
+    return f"arn:aws:sagemaker:{region}:{ACCOUNT}:training-job/{job_name.lower()}"
+
+
+@dataclass(frozen=True)
+class Transition:
+    status: str
+    message: str
+    start: float
+    end: float | None = None
+
+    def to_api(self) -> dict[str, Any]:
+        out: dict[str, Any] = {"Status": self.status, "StartTime": self.start}
+        if self.end is not None:
+            out["EndTime"] = self.end
+        out["StatusMessage"] = self.message
+        return out
+
+
+class ServedJob:
+    """One job: `start()` runs it in a thread; `describe()` is DescribeTrainingJob's answer."""
+
+    def __init__(self, request: Mapping[str, Any], spec: JobSpec, *, job_dir: JobDir, endpoint: S3Endpoint,
+                 run: Callable[[ServedJob], Any], logs: Any, region: str,
+                 clock: Callable[[], float] = time.time) -> None:
+        self.request = dict(request)
+        self.spec = spec
+        self.job_dir = job_dir
+        self.endpoint = endpoint
+        self.region = region
+        self.clock = clock
+        self.arn = job_arn(region, spec.job_name)
+        self.stop = threading.Event()
+        self.status = "InProgress"
+        self.failure_reason: str | None = None
+        self.created = self.modified = clock()
+        self.training_start: float | None = None
+        self.training_end: float | None = None
+        self.transitions: list[Transition] = [Transition("Starting", "Preparing the instances for training",
+                                                         self.created)]
+        self.pump = LogPump(logs, spec.job_name, job_dir.logs / "training.log", clock=clock)
+        self._run = run
+        self._lock = threading.Lock()
+        self._thread = threading.Thread(target=self._main, name=f"job-{spec.job_name}", daemon=True)
+
+    @property
+    def name(self) -> str:
+        return self.spec.job_name
+
+    @property
+    def secondary_status(self) -> str:
+        return self.transitions[-1].status
+
+    def start(self) -> None:
+        self._thread.start()
+
+    def join(self, timeout: float) -> bool:
+        self._thread.join(timeout)
+        return not self._thread.is_alive()
+
+    @property
+    def running(self) -> bool:
+        return self._thread.is_alive()
+
+    # -- progress ----------------------------------------------------------------------------------
+    def phase(self, status: str, message: str) -> None:
+        """JobLifecycle's on_phase: a new SecondaryStatus (the previous one ends now)."""
+        with self._lock:
+            now = self.clock()
+            if status == "Training":
+                self.training_start = now
+                self.pump.start()
+            if status in _SECONDARY_OF or status == "MaxRuntimeExceeded":
+                self._end(status, message, now)
+                return
+            if status == self.secondary_status:
+                return
+            self._move(status, message, now)
+
+    def _move(self, status: str, message: str, now: float) -> None:
+        last = self.transitions[-1]
+        self.transitions[-1] = Transition(last.status, last.message, last.start, now)
+        self.transitions.append(Transition(status, message, now))
+        self.modified = now
+
+    def _end(self, secondary: str, reason: str, now: float) -> None:
+        """The training's outcome (after publishing): TrainingJobStatus and its last transition."""
+        if self.status in TERMINAL:
+            return
+        status = "Stopped" if secondary == "MaxRuntimeExceeded" else secondary
+        if self.stop.is_set() and status != "Failed":
+            status = secondary = "Stopped"
+        message = _SECONDARY_OF[status][1]
+        if secondary == "MaxRuntimeExceeded":
+            message = "The job stopped because it exceeded the maximum allowed runtime."
+        if self.training_start is not None and self.training_end is None:
+            self.training_end = now
+        self._move(secondary, message, now)
+        self.transitions[-1] = Transition(secondary, message, now, now)
+        self.status = status
+        if status == "Failed":
+            self.failure_reason = reason or "AlgorithmError: the training failed (see its log)"
+
+    def request_stop(self) -> None:
+        """StopTrainingJob: Stopping at once, Stopped once the lifecycle ended the training."""
+        with self._lock:
+            if self.status in TERMINAL or self.stop.is_set():
+                return
+            self.stop.set()
+            self.status = "Stopping"
+            self._move("Stopping", "Stopping the training job", self.clock())
+
+    def _main(self) -> None:
+        try:
+            self._run(self)
+        except BaseException as e:  # noqa: BLE001 - the job's outcome, never the server's end
+            with self._lock:
+                self._end("Failed", f"ClientError: {' '.join(str(e).split()) or type(e).__name__}", self.clock())
+        finally:
+            self.pump.finish()
+            with self._lock:  # a lifecycle that ended without an outcome (stopped before training)
+                if self.status not in TERMINAL:
+                    self._end("Stopped" if self.stop.is_set() else "Failed", "ClientError: the job ended early",
+                              self.clock())
+
+    # -- DescribeTrainingJob -----------------------------------------------------------------------
+    def rule_statuses(self, client: Any) -> tuple[list[dict[str, Any]], list[dict[str, Any]]]:
+        spec = self.spec
+        refs = [RuleRef(r.name, r.output, r.kind) for r in spec.debug_rules + spec.profiler_rules]
+        try:
+            rows = {row["RuleConfigurationName"]: row for row in rule_job_summary(client, refs)}
+        except Exception:  # noqa: BLE001 - S3 not answering: the statuses are not known yet
+            rows = {}
+
+        def api(rules: tuple[Any, ...]) -> list[dict[str, Any]]:
+            out = []
+            for r in rules:
+                row = rows.get(r.name) or {"RuleConfigurationName": r.name, "RuleEvaluationStatus": "InProgress"}
+                out.append(api_rule_status(row, rule_job_arn(self.region, self.name, r.name), self.created))
+            return out
+
+        return api(spec.debug_rules), api(spec.profiler_rules)
+
+    def describe(self, client: Any) -> dict[str, Any]:
+        with self._lock:
+            out: dict[str, Any] = {"TrainingJobName": self.name, "TrainingJobArn": self.arn,
+                                   "ModelArtifacts": {"S3ModelArtifacts": self.spec.model_artifacts},
+                                   "TrainingJobStatus": self.status, "SecondaryStatus": self.secondary_status}
+            if self.failure_reason:
+                out["FailureReason"] = self.failure_reason
+            for key in ECHOED:
+                if key in self.request:
+                    out[key] = self.request[key]
+                elif key in DEFAULTS:
+                    out[key] = DEFAULTS[key]
+            # what the service fills in (attach() reads them): an empty KmsKeyId, the volume's size
+            out["OutputDataConfig"] = {"KmsKeyId": "", **out.get("OutputDataConfig", {})}
+            if "ResourceConfig" in out:
+                out["ResourceConfig"] = {"VolumeSizeInGB": 30, **out["ResourceConfig"]}
+            out["CreationTime"] = self.created
+            if self.training_start is not None:
+                out["TrainingStartTime"] = self.training_start
+            if self.training_end is not None:
+                out["TrainingEndTime"] = self.training_end
+            out["LastModifiedTime"] = self.modified
+            out["SecondaryStatusTransitions"] = [t.to_api() for t in self.transitions]
+            if self.training_start is not None and self.training_end is not None:
+                seconds = max(1, round(self.training_end - self.training_start))
+                out["TrainingTimeInSeconds"] = out["BillableTimeInSeconds"] = seconds
+        debug, profiler = self.rule_statuses(client)
+        if self.spec.debug_rules:
+            out["DebugRuleEvaluationStatuses"] = debug
+        if self.spec.profiler_rules:
+            out["ProfilerRuleEvaluationStatuses"] = profiler
+        profiler_config = self.spec.profiler
+        out["ProfilingStatus"] = "Enabled" if profiler_config is not None and profiler_config.sampled else "Disabled"
+        return out
+
+    def summary(self) -> dict[str, Any]:
+        """ListTrainingJobs' TrainingJobSummary."""
+        with self._lock:
+            out: dict[str, Any] = {"TrainingJobName": self.name, "TrainingJobArn": self.arn,
+                                   "CreationTime": self.created}
+            if self.training_end is not None:
+                out["TrainingEndTime"] = self.training_end
+            out.update(LastModifiedTime=self.modified, TrainingJobStatus=self.status,
+                       SecondaryStatus=self.secondary_status)
+            return out
+
+
+def job_folder(home: Path, job_name: str) -> JobDir:
+    return JobDir((home / "jobs" / job_name).resolve())
+
+
+def default_options() -> RunOptions:
+    return RunOptions()

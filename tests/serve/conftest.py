@@ -1,0 +1,59 @@
+"""`sdlocal serve` started detached for a test (process runtime, its own SDLOCAL_HOME), and the side
+virtualenv with the real SageMaker Python SDK (see scripts/test)."""
+from __future__ import annotations
+
+import os
+import subprocess
+import sys
+from collections.abc import Iterator
+from pathlib import Path
+
+import pytest
+
+from tests.conftest import REPO_ROOT, in_ci
+
+SAGEMAKER_PYTHON = Path(os.environ.get("SDLOCAL_SAGEMAKER_PYTHON",
+                                       str(REPO_ROOT / ".venv-sagemaker" / "bin" / "python")))
+
+
+@pytest.fixture
+def sagemaker_python() -> Path:
+    """The side virtualenv's python with the real SageMaker Python SDK 2.257.7 (the last 2.x)."""
+    if not SAGEMAKER_PYTHON.exists():
+        if in_ci():
+            pytest.fail(f"SageMaker SDK side virtualenv missing at {SAGEMAKER_PYTHON}")
+        pytest.skip(f"SageMaker SDK side virtualenv missing at {SAGEMAKER_PYTHON}")
+    return SAGEMAKER_PYTHON
+
+
+def sdlocal(home: Path, *args: str, timeout: float = 120) -> subprocess.CompletedProcess[str]:
+    env = {**os.environ, "SDLOCAL_HOME": str(home), "SDLOCAL_RUNTIME": "process"}
+    for key in ("AWS_ENDPOINT_URL", "AWS_ENDPOINT_URL_S3"):
+        env.pop(key, None)
+    return subprocess.run([sys.executable, "-m", "launcher", *args], cwd=REPO_ROOT, env=env,
+                          capture_output=True, text=True, timeout=timeout)
+
+
+def parse_exports(text: str) -> dict[str, str]:
+    out = {}
+    for line in text.splitlines():
+        if line.startswith("export "):
+            key, _, value = line[len("export "):].partition("=")
+            out[key] = value
+    return out
+
+
+@pytest.fixture
+def served(tmp_path: Path) -> Iterator[tuple[Path, dict[str, str]]]:
+    """(SDLOCAL_HOME, the exports `sdlocal serve --background` printed); stopped afterwards."""
+    home = tmp_path / "home"
+    started = sdlocal(home, "serve", "--background", "--port", "0")
+    assert started.returncode == 0, started.stderr
+    try:
+        yield home, parse_exports(started.stdout)
+    finally:
+        stopped = sdlocal(home, "serve", "stop")
+        assert stopped.returncode == 0, stopped.stderr
+        log = home / "serve.log"
+        if log.exists():
+            print(log.read_text(errors="replace")[-6000:])

@@ -22,7 +22,7 @@ from typing import Any
 
 from launcher._watch import SETTLE_S, Change, TreeWatch
 from launcher.spec import JobSpec
-from trial.storage import Storage
+from trial.storage import Storage, add_outage_listener
 
 END_MARKER = "training_job_end.ts"
 MARKER = ".sdlocal-job"
@@ -215,6 +215,11 @@ class Uploader:
         self._thread: threading.Thread | None = None
         self._lock = threading.Lock()
         self._pool: ThreadPoolExecutor | None = None  # made at the first pass with more than one file
+        # S3 may have lost something: an outage was said, an upload failed, or a target's first
+        # object vanished. Only then does `finish` compare every file with a listing of S3 (a
+        # LIST of a 3,000-step job costs moto 5 s: without a fault, every PUT S3 answered is there)
+        self.doubt = False
+        self._remove_listener: Callable[[], None] | None = None
 
     def sync_once(self, *, final: bool = False) -> int:
         """One pass: the targets checked, their new files uploaded; the number uploaded.
@@ -224,6 +229,8 @@ class Uploader:
             lost = [i for i in range(len(self.targets)) if self._lost(i)]
             for i in lost:
                 self._watches[i].forget()
+            if lost:
+                self.doubt = True
             if lost and self.echo is not None:
                 where = ", ".join(self.targets[i].storage.uri for i in lost)
                 self.echo(f"Warning: S3 lost the job's objects under {where} (the endpoint restarted empty?): "
@@ -295,7 +302,11 @@ class Uploader:
             storage.write(key, b"")
             self._markers.append((storage, key))
 
+    def _outage(self, line: str) -> None:
+        self.doubt = True
+
     def start(self) -> None:
+        self._remove_listener = add_outage_listener(self._outage)
         self._thread = threading.Thread(target=self._run, name="sdlocal-uploader", daemon=True)
         self._thread.start()
 
@@ -308,16 +319,19 @@ class Uploader:
             try:
                 self.sync_once()
             except Exception as e:  # keep going: the final upload retries and reports
+                self.doubt = True
                 if self.on_error:
                     self.on_error(e)
             wait = max(0.0, self.interval - (self.clock() - started))
 
     def finish(self) -> int:
-        """The final upload (every file looked at), then each target checked against one listing
-        of S3: a file S3 lost without the first object going with it (a partial loss, a restart
-        between two looks) goes up again. Its errors propagate. The thread goes on checking what
+        """The final upload (every file looked at), then, when S3 may have lost something (`doubt`),
+        each target checked against one listing of S3: a file S3 lost without the first object
+        going with it (a partial loss, a restart between two looks) goes up again. Its errors propagate. The thread goes on checking what
         was uploaded until `close()`."""
         count = self.sync_once(final=True)
+        if not self.doubt:
+            return count
         with self._lock:
             for i, target in enumerate(self.targets):
                 missing = self._missing(target)
@@ -344,6 +358,8 @@ class Uploader:
     def close(self, timeout: float = 30.0) -> None:
         """Stop the thread (it may be in an S3 call: waited for up to `timeout` seconds)."""
         self._stop.set()
+        if self._remove_listener is not None:
+            self._remove_listener()
         if self._thread is not None:
             self._thread.join(timeout)
         if self._pool is not None:

@@ -14,7 +14,8 @@ import pytest
 from launcher._status_keeper import KeptStatus
 from launcher._watch import TreeWatch
 from launcher.platform import Uploader, UploadTarget
-from trial.storage import S3Storage
+from trial.storage import RetryPolicy, S3Storage
+from trial.storage._retry import OUTAGES
 from trial.writer import TrialWriter
 
 SETTLE = 0.3  # folders quiet this long retire (5 s in a job): the tests wait in real time, as file times are real
@@ -170,16 +171,39 @@ def test_the_final_upload_puts_back_a_file_s3_lost_without_the_first_one(tmp_pat
     w = TrialWriter(root)
     out = S3Storage(bucket, "job/debug-output", client=s3_client)
     said: list[str] = []
-    up = Uploader([UploadTarget(root, out)], echo=said.append)
-    for step in range(5):
+    up = Uploader([UploadTarget(root, out)], echo=said.append, interval=3600)
+    up.start()  # (its first pass is an hour away: the passes below are the test's)
+    try:
+        for step in range(5):
+            write(w, step)
+        up.sync_once()
+        before = keys(s3_client, bucket, "job/")
+        lost = "job/debug-output/events/000000000003/000000000003_worker_0.tfevents"
+        s3_client.delete_object(Bucket=bucket, Key=lost)  # the first object stays: the ticks see nothing
+        assert up.sync_once() == 0
+        # an outage said by the storage layer's retries (here: the endpoint restarted in between)
+        OUTAGES.failing("http://s3.test", ConnectionError("refused"), RetryPolicy(), now=0.0)
+        OUTAGES.answered("http://s3.test", clock=lambda: 1.0)
+        assert up.doubt
+        assert up.finish() == 1
+        assert keys(s3_client, bucket, "job/") == before
+        assert said == [f"Warning: 1 file(s) were not in {out.uri}: uploading them again"]
+        assert up.finish() == 0  # nothing missing: nothing said, nothing uploaded
+        assert len(said) == 1
+    finally:
+        up.close()
+
+
+def test_without_a_fault_the_final_upload_does_not_list_s3(tmp_path: Path, s3_client: Any, bucket: str) -> None:
+    # no outage, no failed upload, no lost target: every PUT S3 answered is there, and a LIST of a
+    # long job costs seconds, so the final upload does not compare (a file deleted behind the
+    # launcher's back, with S3 answering all along, is not put back: nothing but a fault loses one)
+    root = tmp_path / "tensors"
+    w = TrialWriter(root)
+    out = S3Storage(bucket, "job/debug-output", client=s3_client)
+    up = Uploader([UploadTarget(root, out)])
+    for step in range(3):
         write(w, step)
     up.sync_once()
-    before = keys(s3_client, bucket, "job/")
-    lost = "job/debug-output/events/000000000003/000000000003_worker_0.tfevents"
-    s3_client.delete_object(Bucket=bucket, Key=lost)  # the first object stays: the ticks see nothing
-    assert up.sync_once() == 0
-    assert up.finish() == 1
-    assert keys(s3_client, bucket, "job/") == before
-    assert said == [f"Warning: 1 file(s) were not in {out.uri}: uploading them again"]
-    assert up.finish() == 0  # nothing missing: nothing said, nothing uploaded
-    assert len(said) == 1
+    s3_client.delete_object(Bucket=bucket, Key="job/debug-output/events/000000000002/000000000002_worker_0.tfevents")
+    assert not up.doubt and up.finish() == 0

@@ -172,11 +172,13 @@ class TreeWatch:
             child = f"{rel}/{entry.name}" if rel else entry.name
             if entry.is_dir(follow_symlinks=False):
                 d.has_subdirs = True
-                # a subfolder named up to child_mark is known: active, retired, or covered by the watermark
-                if entry.name not in d.children and entry.name > d.child_mark:
+                # a subfolder named up to child_mark is known: active, retired, or covered by the
+                # watermark. Not at the root: its folders are never retired, and one may come after
+                # a later name (an XGBoost trial's collections/ after its events/ and index/)
+                if entry.name not in d.children and (entry.name > d.child_mark or not rel):
                     d.children.add(entry.name)
                     self._active.setdefault(child, _Dir(cutoff_ns=d.cutoff_ns))
-                    d.child_mark = entry.name
+                    d.child_mark = max(d.child_mark, entry.name)
                 continue
             if entry.name.endswith(TMP_SUFFIX) or self.ignore(child):
                 continue
@@ -251,8 +253,10 @@ class TreeWatch:
             except FileNotFoundError:
                 continue
             if changed:
-                d = self._revive(rel)
-                self._list(rel, d, now, out, force=True)
+                self._revive(rel)
+                # with what is under it: its subfolders become active now, and the walk below
+                # passes over active folders (the final pass would miss a new folder's files)
+                self._visit(rel, now, out, full=True)
         self._retired.clear()
         self._watermark = now - RACY_NS
         self._last_sweep = now

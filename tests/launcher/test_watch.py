@@ -53,7 +53,8 @@ class CountingOs:
 
 def test_a_tick_costs_what_is_new_not_what_is_there(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
     w = TrialWriter(tmp_path)
-    watch = TreeWatch(tmp_path, first=("index",), settle_s=SETTLE)
+    # no sweep in this test (a loaded machine may take 30 s, the default, to get here): ticks only
+    watch = TreeWatch(tmp_path, first=("index",), settle_s=SETTLE, sweep_s=3600)
     for step in range(1500):
         write(w, step)
     rels(watch.changes(), watch)
@@ -87,6 +88,31 @@ def test_late_file_in_a_retired_folder_comes_at_the_sweep_and_the_final_pass(tmp
     write(w1, 3)
     assert rels(watch.final()) == ["events/000000000003/000000000003_worker_1.tfevents",
                                    "index/000000000/000000000003_worker_1.json"]
+
+
+def test_a_top_level_folder_made_after_a_later_name_is_seen_at_the_next_tick(tmp_path: Path) -> None:
+    # the XGBoost hook writes collections/ at the end, after events/ and index/: the final pass
+    # missed it (then the end marker went up before the collections file, and every rule read Error)
+    w = TrialWriter(tmp_path)
+    watch = TreeWatch(tmp_path, first=("index",), settle_s=SETTLE, sweep_s=3600)
+    for step in range(3):
+        write(w, step)
+        rels(watch.changes(), watch)
+    (tmp_path / "collections" / "000000000").mkdir(parents=True)
+    (tmp_path / "collections" / "000000000" / "worker_0_collections.json").write_text("{}")
+    assert rels(watch.changes(), watch) == ["collections/000000000/worker_0_collections.json"]
+
+
+def test_the_final_sweep_looks_inside_a_new_folder_it_finds(tmp_path: Path) -> None:
+    # a folder named before its parent's newest one is found by a sweep; what is under it (here a
+    # folder with a file) must come in the same pass, not at a tick that the final pass never gets
+    watch = TreeWatch(tmp_path, settle_s=SETTLE, sweep_s=3600)
+    (tmp_path / "system" / "2026112320").mkdir(parents=True)
+    (tmp_path / "system" / "2026112320" / "a.json").write_text("1")
+    rels(watch.changes(), watch)
+    (tmp_path / "system" / "2026112319" / "late").mkdir(parents=True)
+    (tmp_path / "system" / "2026112319" / "late" / "b.json").write_text("2")
+    assert rels(watch.final(), watch) == ["system/2026112319/late/b.json"]
 
 
 def test_index_goes_up_after_its_events_file_even_from_a_retired_folder(tmp_path: Path, s3_client: Any,

@@ -15,6 +15,7 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
+from hook._step_record import RECORD_NAME
 from launcher.spec import JobSpec
 from trial.storage import Storage
 
@@ -162,7 +163,7 @@ def _closed_files(root: Path) -> list[Path]:
     index_dir = root / "index"
     files = sorted(p for p in index_dir.rglob("*") if p.is_file()) if index_dir.is_dir() else []
     files += sorted(p for p in root.rglob("*") if p.is_file() and index_dir not in p.parents)
-    return [p for p in files if not p.name.endswith(".tmp") and p.name != END_MARKER]
+    return [p for p in files if not p.name.endswith(".tmp") and p.name not in (END_MARKER, RECORD_NAME)]
 
 
 class Uploader:

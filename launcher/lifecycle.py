@@ -43,6 +43,7 @@ from launcher._job_types import (
 )
 from launcher._prepare import claim_job_name, stage_inputs
 from launcher._status_keeper import KeptStatus
+from launcher._steps_to_judge import few_steps_warnings
 from launcher._wait import Deadline, wait_for
 from launcher.actions import StopRequestWatcher
 from launcher.errors import JobError
@@ -178,6 +179,7 @@ class JobLifecycle:
                 self.wait_training()
             finally:
                 self.end_training()
+            self.warn_few_steps()
             result = JobResult(self.spec.job_name, self.exit_code, self.stop.is_set(), [], self.stopped_by,
                                max_runtime_exceeded=self.max_runtime_exceeded)
             reason, artifacts = self.publish(result)
@@ -378,6 +380,15 @@ class JobLifecycle:
                 mark(profiler, f"framework/{END_MARKER}")
 
         run_all(stop_training, stop_sampler, stop_rules_of_stopped_job, final_upload, end_markers)
+
+    def warn_few_steps(self) -> None:
+        """Rules whose collections were saved at fewer than 2 of the steps the training ran."""
+        hook = self.spec.hook
+        if hook is None or not self.spec.debug_rules or self.stop.is_set() or not self.training_ended:
+            return
+        for line in few_steps_warnings(self.spec.debug_rules, self.job_dir.tensors, hook.collections,
+                                       hook.hook_parameters):
+            self.echo(line)
 
     def publish(self, result: JobResult) -> tuple[str | None, str | None]:
         """(FailureReason, model artifacts URI): a failed training gets the first, a completed or

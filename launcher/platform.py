@@ -20,6 +20,7 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
+from hook._step_record import RECORD_NAME
 from launcher._watch import SETTLE_S, Change, TreeWatch
 from launcher.spec import JobSpec
 from trial.storage import Storage, add_outage_listener
@@ -162,7 +163,9 @@ def _rank(rel: str) -> int:
 
 
 def _not_uploaded(rel: str) -> bool:
-    return rel.rsplit("/", 1)[-1] == END_MARKER  # the hook's own marker: the platform writes it after all
+    # the hook's own end marker (the platform writes it after all) and its step record (for the
+    # launcher only: hook/_step_record.py)
+    return rel.rsplit("/", 1)[-1] in (END_MARKER, RECORD_NAME)
 
 
 # PUTs in flight at once: a PUT is mostly a round trip (measured on the 2-core VM under load, moto

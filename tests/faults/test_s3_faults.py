@@ -77,7 +77,7 @@ def statuses_in_s3(client: Any, job: str) -> dict[str, str]:
 def assert_nothing_lost(home: Path, client: Any, job: str, verdicts: dict[str, str]) -> None:
     local = home / "jobs" / job / "output" / "tensors"
     files = {p.relative_to(local).as_posix(): p.stat().st_size for p in local.rglob("*")
-             if p.is_file() and not p.name.endswith(".tmp") and p.name != "training_job_end.ts"}
+             if p.is_file() and not p.name.endswith(".tmp") and p.name not in ("training_job_end.ts", ".sdlocal-steps.json")}
     assert len(files) > 100  # a trial worth the name: events and index files of many steps
     stored = objects(client, f"jobs/{job}/debug-output/")
     assert stored.pop("training_job_end.ts", None) == 0, "no end marker in S3"

@@ -1,8 +1,9 @@
 """Which S3 to talk to, and the embedded S3 server's lifecycle.
 
 Endpoint resolution, first match wins:
-1. `--s3-endpoint-url` (flag), 2. `AWS_ENDPOINT_URL_S3` (env), 3. AWS credentials present
-(env keys, a profile, `~/.aws/credentials` or `~/.aws/config`): real S3, said out loud,
+1. `--s3-endpoint-url` (flag), 2. `AWS_ENDPOINT_URL_S3` (env), then `AWS_ENDPOINT_URL` (every
+service's endpoint, as LocalStack's docs set it; botocore itself honours it), 3. AWS credentials
+present (env keys, a profile, `~/.aws/credentials` or `~/.aws/config`): real S3, said out loud,
 4. the embedded S3: a moto server started detached on a loopback port on first use; its port and
 pid are kept in `$SDLOCAL_HOME/s3.json` (default `~/.sdlocal`) and reused by later commands after
 checking that it answers; `sdlocal s3 stop` stops it. Dummy credentials. Its buckets and objects
@@ -45,7 +46,7 @@ def sdlocal_home(environ: Mapping[str, str] | None = None) -> Path:
 @dataclass(frozen=True)
 class S3Endpoint:
     url: str | None  # None: AWS's own endpoints
-    source: str  # "flag" | "env" | "aws" | "embedded" | "serve"
+    source: str  # "flag" | "env" (AWS_ENDPOINT_URL_S3) | "env-global" (AWS_ENDPOINT_URL) | "aws" | "embedded" | "serve"
     dummy_credentials: bool = False
 
     def client(self) -> Any:
@@ -78,6 +79,7 @@ class S3Endpoint:
         return {
             "flag": f"S3: {self.url} (--s3-endpoint-url)",
             "env": f"S3: {self.url} (AWS_ENDPOINT_URL_S3)",
+            "env-global": f"S3: {self.url} (AWS_ENDPOINT_URL)",
             "aws": "S3: Amazon S3 with your AWS credentials (set --s3-endpoint-url to use another endpoint)",
             "embedded": f"S3: embedded server at {self.url} (stop it with `sdlocal s3 stop`)",
             "serve": f"S3: sdlocal serve at {self.url}",
@@ -122,11 +124,15 @@ def resolve_endpoint(
         check_endpoint_url(flag, "--s3-endpoint-url")
     elif env.get("AWS_ENDPOINT_URL_S3"):
         check_endpoint_url(env["AWS_ENDPOINT_URL_S3"], "AWS_ENDPOINT_URL_S3")
+    elif env.get("AWS_ENDPOINT_URL"):
+        check_endpoint_url(env["AWS_ENDPOINT_URL"], "AWS_ENDPOINT_URL")
     # LocalStack and moto take any credentials: a custom endpoint without any gets dummy ones
     if flag:
         return S3Endpoint(flag, "flag", dummy_credentials=not has_credentials())
     if env.get("AWS_ENDPOINT_URL_S3"):
         return S3Endpoint(env["AWS_ENDPOINT_URL_S3"], "env", dummy_credentials=not has_credentials())
+    if env.get("AWS_ENDPOINT_URL"):  # LocalStack's way: one endpoint for every service
+        return S3Endpoint(env["AWS_ENDPOINT_URL"], "env-global", dummy_credentials=not has_credentials())
     if has_credentials():
         return S3Endpoint(None, "aws")
     server = (embedded or EmbeddedS3(sdlocal_home(env))).ensure()

@@ -31,6 +31,13 @@ def test_resolution_order(tmp_path: Path) -> None:
     bare = resolve_endpoint("http://flag:1", environ=env, credentials_present=lambda: False)
     assert bare == S3Endpoint("http://flag:1", "flag", dummy_credentials=True)
     assert bare.child_env()["AWS_ACCESS_KEY_ID"] == "sdlocal"
+    # AWS_ENDPOINT_URL (LocalStack's docs: one endpoint for all services) after the S3-specific one
+    both = {"AWS_ENDPOINT_URL": "http://all:1", **env}
+    assert resolve_endpoint(None, environ=both, credentials_present=creds) == S3Endpoint("http://env:1", "env")
+    everything = resolve_endpoint(None, environ={"AWS_ENDPOINT_URL": "http://all:1"}, credentials_present=creds)
+    assert everything == S3Endpoint("http://all:1", "env-global")
+    assert everything.describe() == "S3: http://all:1 (AWS_ENDPOINT_URL)"
+    assert everything.child_env() == {"AWS_ENDPOINT_URL_S3": "http://all:1"}
     aws = resolve_endpoint(None, environ={}, credentials_present=lambda: True, embedded=never)
     assert aws.source == "aws" and aws.url is None and "AWS credentials" in aws.describe()
     assert not (tmp_path / "unused").exists()

@@ -69,11 +69,19 @@ def main(environ: Mapping[str, str] | None = None, stderr: TextIO = sys.stderr) 
     signal.signal(signal.SIGTERM, _on_sigterm)
     output = open_storage(env.rule_output, endpoint_url=env.endpoint_url)
     writing = threading.Lock()  # the watchdog's Error is the last status: nothing written after it
+    unwritten: list[RuleStatus] = []  # the last status, while S3 did not take it
 
     def on_status(status: RuleStatus) -> None:
-        with writing:
-            write_status(output, status)
         print(f"evaluator: {status.rule_configuration_name}: {status.status.value} {status.status_details}".rstrip(), file=stderr)
+        with writing:
+            unwritten[:] = [status]
+            try:  # S3 calls ride through outages (trial/storage/_retry.py); past that, one line, not a traceback
+                write_status(output, status)
+            except TrialError as exc:
+                print(f"evaluator: cannot write the status to {env.rule_output} ({exc}); the next status tries again",
+                      file=stderr)
+                return
+            unwritten.clear()
 
     def on_rule_timeout(details: str) -> None:
         status = RuleStatus(env.rule_configuration_name, Status.ERROR, client_error_details(details),
@@ -103,6 +111,13 @@ def main(environ: Mapping[str, str] | None = None, stderr: TextIO = sys.stderr) 
     finally:
         install(previous)
         watchdog.close()
+    if unwritten:  # the final status: once more (another outage's worth of tries)
+        try:
+            with writing:
+                write_status(output, unwritten[0])
+        except TrialError as exc:
+            print(f"evaluator: cannot write the final status to {env.rule_output}: {exc}", file=stderr)
+            return 1
     return 0 if status.status in _OK else 1
 
 

@@ -228,6 +228,8 @@ class _StepSource:
         ended = self.assume_ended or bool(self.trial.training_ended())
         for each in self.trials:
             each.refresh()
+        # a trial whose end marker vanished during the refresh (S3 restarted empty) has not ended
+        ended = self.assume_ended or (ended and bool(self.trial.training_ended()))
         reached_end = False
         # One refresh per poll: the poll's steps are judged on what it loaded (no implicit refresh)
         with no_refresh(self.trials):

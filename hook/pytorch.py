@@ -44,6 +44,7 @@ from hook._serialize import (
     StepJob,
     TensorBoardJob,
 )
+from hook._step_record import StepRecord, write_record
 from hook._tensorboard import TensorBoardWriter
 from hook.config import (
     SCALAR_COLLECTIONS,
@@ -122,6 +123,7 @@ class Hook:
         self._num_workers = 1
         self._closed = False
         self.handed_over = False
+        self._steps = StepRecord()  # steps seen, and per collection the steps it was scheduled at
         # The framework timeline (hook._timeline), when the job's profiler config enables it.
         self._timeline = _timeline.current()
         self._timeline_handle: Any = None
@@ -277,6 +279,7 @@ class Hook:
             if sc.should_save(mode_step):
                 active |= bit
         self._active = active
+        self._steps.step(active)
         if active & self._param_mask:
             # Weights as they enter this step's forward (the optimizer later updates them in place).
             for tname, param, mask in self._params:
@@ -519,10 +522,19 @@ class Hook:
             if self._tb is not None:
                 writer.submit(CloseJob(self._tb))
             writer.close()
+            if self._write_enabled:
+                self._write_step_record()
         finally:
             _current.release(self.out_dir, self)
             if self._timeline is not None:
                 self._timeline.close()  # the timeline's files get their final names too
+
+    def _write_step_record(self) -> None:
+        modes = {m.name: n + 1 for m, n in self.mode_steps.items() if n >= 0 and m != ModeKeys.GLOBAL}
+        try:
+            write_record(self.out_dir, self.step + 1, modes, self._steps.scheduled(c.name for c in self._colls))
+        except OSError as e:  # only a warning is lost (the launcher's steps-to-judge check)
+            logger.warning("sdlocal hook: cannot write the step record in %s: %s", self.out_dir, e)
 
     def _hand_over_to(self, new: Hook) -> None:
         """The zero-code hook stops for `new`, the hook the script created: it writes its current
@@ -554,6 +566,7 @@ class Hook:
 
     def _continue_from(self, previous: Hook) -> None:
         self.step = previous.step
+        self._steps.carried.update(previous._steps.scheduled(c.name for c in previous._colls))
         self.mode_steps = dict(previous.mode_steps)
         self.last_saved_step = previous.last_saved_step
         own = {c.name for c in self.config.collections}

@@ -32,6 +32,7 @@ import numpy as np
 import xgboost as xgb
 
 from hook import _current, _tensorboard
+from hook._step_record import write_record
 from hook._tensorboard import TensorBoardWriter
 from hook.config import HookConfig
 from hook.errors import HookConfigError, HookError
@@ -156,6 +157,7 @@ class Hook(xgb.callback.TrainingCallback):
         self._write_enabled = not dry_run
         self._warned: set[str] = set()
         self._closed = False
+        self._scheduled: dict[str, int] = {}  # steps per collection its schedule had it saved (.sdlocal-steps.json)
         atexit.register(self._close_at_exit)
         _current.install(self)
 
@@ -179,6 +181,8 @@ class Hook(xgb.callback.TrainingCallback):
             return False
         self.step = self._offset + epoch
         active = [c for c in self.config.collections_to_save() if c.should_save(ModeKeys.GLOBAL, self.step)]
+        for c in active:
+            self._scheduled[c.name] = self._scheduled.get(c.name, 0) + 1
         if not active:
             return False
         wanted = {c.name for c in active}
@@ -309,6 +313,8 @@ class Hook(xgb.callback.TrainingCallback):
                 self._write_collections()
                 if not self.handed_over:
                     self._writer.write_end_marker()
+                    scheduled = {c.name: self._scheduled.get(c.name, 0) for c in self.config.collections_to_save()}
+                    write_record(self.out_dir, self.step + 1, {}, scheduled)
         except OSError as e:
             raise HookError(f"cannot finish the trial in {self.out_dir}: {e}") from e
         finally:

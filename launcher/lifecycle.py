@@ -42,17 +42,19 @@ from launcher._job_types import (
     RunOptions,
 )
 from launcher._prepare import claim_job_name, stage_inputs
+from launcher._status_keeper import KeptStatus
+from launcher._steps_to_judge import few_steps_warnings
 from launcher._wait import Deadline, wait_for
 from launcher.actions import StopRequestWatcher
 from launcher.errors import JobError
-from launcher.platform import JobDir, Uploader, UploadTarget, update_record, write_configs, write_end_marker
+from launcher.platform import END_MARKER, JobDir, Uploader, UploadTarget, update_record, write_configs
 from launcher.runtime import DataInput, Handle, RuleLaunch, Runtime, TrainingLaunch
-from launcher.s3 import S3Endpoint
+from launcher.s3 import EmbeddedS3, EmbeddedWatchdog, S3Endpoint, sdlocal_home
 from launcher.spec import JobSpec, RuleSpec
 from launcher.summary import RuleRef, rule_job_summary
 from launcher.sysmetrics import LIVE_CLOSE_INTERVAL_S, CollectorUnavailable, SystemSampler, make_sampler
 from trial.errors import StorageError
-from trial.storage import S3Storage, Storage, open_storage
+from trial.storage import Retry, S3Storage, Storage, add_outage_listener, open_storage
 
 
 def _one_line(e: BaseException) -> str:
@@ -98,11 +100,15 @@ class JobLifecycle:
         self.client = client or endpoint.client()
         self.clock = clock
         self.sampler_factory = sampler_factory
+        # every S3 call rides through outages (trial/storage/_retry.py); Ctrl-C ends a wait for S3;
+        # a local endpoint that restarted empty gets its buckets back
+        self.retry = Retry(cancel=self.stop, recreate_bucket=endpoint.source != "aws")
+        self.status_keepers: list[KeptStatus] = []  # the rules' statuses, put back if S3 loses them
         # (SecondaryStatus, StatusMessage) as the job moves on: `sdlocal serve`'s DescribeTrainingJob
         self.on_phase = on_phase or (lambda status, message: None)
         self._runnable = {r.name for r in spec.profiler_rules if runs_profiler_rule(r)}
         self.profiler_rules: tuple[RuleSpec, ...] = ()  # those with an evaluator (set by configure)
-        self.evaluators = Evaluators(runtime, spec.job_name, self.storage, stop_grace_s=options.stop_grace_s)
+        self.evaluators = Evaluators(runtime, spec.job_name, self._rule_output, stop_grace_s=options.stop_grace_s)
         self.uploader: Uploader | None = None
         self.sampler: SystemSampler | None = None
         self.training: Handle | None = None
@@ -120,10 +126,15 @@ class JobLifecycle:
 
     # -- S3 through trial's storage ----------------------------------------------------------------
     def storage(self, uri: str) -> Storage:
-        return open_storage(uri, client=self.client)
+        return open_storage(uri, client=self.client, retry=self.retry)
 
     def bucket(self, name: str) -> Storage:
-        return S3Storage(name, "", client=self.client)
+        return S3Storage(name, "", client=self.client, retry=self.retry)
+
+    def _rule_output(self, uri: str) -> Storage:
+        keeper = KeptStatus(self.storage(uri))
+        self.status_keepers.append(keeper)
+        return keeper
 
     @property
     def max_runtime_s(self) -> float:
@@ -143,6 +154,18 @@ class JobLifecycle:
 
     # -- the run -----------------------------------------------------------------------------------
     def run(self) -> JobResult:
+        remove_listener = add_outage_listener(lambda line: self.echo(f"Warning: {line}"))
+        watchdog = None
+        if self.endpoint.source == "embedded" and self.endpoint.url:  # started again if it stops answering
+            watchdog = EmbeddedWatchdog(EmbeddedS3(sdlocal_home()), self.endpoint.url, self.echo).start()
+        try:
+            return self._run()
+        finally:
+            if watchdog is not None:
+                watchdog.stop()
+            remove_listener()
+
+    def _run(self) -> JobResult:
         self.check_container_settings()
         self.echo(self.endpoint.describe())
         claim_job_name(self.spec, self.job_dir, self.bucket, ensure_buckets=self.endpoint.source != "aws",
@@ -156,6 +179,7 @@ class JobLifecycle:
                 self.wait_training()
             finally:
                 self.end_training()
+            self.warn_few_steps()
             result = JobResult(self.spec.job_name, self.exit_code, self.stop.is_set(), [], self.stopped_by,
                                max_runtime_exceeded=self.max_runtime_exceeded)
             reason, artifacts = self.publish(result)
@@ -205,10 +229,12 @@ class JobLifecycle:
         spec = self.spec
         targets = [UploadTarget(self.job_dir.tensors, self.storage(spec.debug_output))]
         if spec.tensorboard is not None:
-            targets.append(UploadTarget(self.job_dir.tensorboard, self.storage(spec.tensorboard.tensorboard_output)))
+            targets.append(UploadTarget(self.job_dir.tensorboard, self.storage(spec.tensorboard.tensorboard_output),
+                                        mutable=True))
         if self.profiling:
             targets.append(UploadTarget(self.job_dir.profiler, self.storage(spec.profiler_output)))
-        self.uploader = Uploader(targets, interval=self.options.upload_interval_s, on_error=self.upload_errors.append)
+        self.uploader = Uploader(targets, interval=self.options.upload_interval_s, on_error=self.upload_errors.append,
+                                 echo=self.echo, keepers=self.status_keepers)
         self.uploader.start()
         env = tuple(sorted(self.endpoint.child_env().items()))
         for rule in spec.debug_rules + self.profiler_rules:
@@ -345,13 +371,24 @@ class JobLifecycle:
         def end_markers() -> None:
             if not self.uploaded_all:  # the data is incomplete: no marker says it is all there
                 return
-            write_end_marker(self.storage(self.spec.debug_output))
+            # through the uploader: written again after the files if S3 loses them
+            mark = self.uploader.write_marker if self.uploader is not None else (lambda st, key: st.write(key, b""))
+            mark(self.storage(self.spec.debug_output), END_MARKER)
             if self.profiler_output_used:
                 profiler = self.storage(self.spec.profiler_output)
-                write_end_marker(profiler, "system")
-                write_end_marker(profiler, "framework")
+                mark(profiler, f"system/{END_MARKER}")
+                mark(profiler, f"framework/{END_MARKER}")
 
         run_all(stop_training, stop_sampler, stop_rules_of_stopped_job, final_upload, end_markers)
+
+    def warn_few_steps(self) -> None:
+        """Rules whose collections were saved at fewer than 2 of the steps the training ran."""
+        hook = self.spec.hook
+        if hook is None or not self.spec.debug_rules or self.stop.is_set() or not self.training_ended:
+            return
+        for line in few_steps_warnings(self.spec.debug_rules, self.job_dir.tensors, hook.collections,
+                                       hook.hook_parameters):
+            self.echo(line)
 
     def publish(self, result: JobResult) -> tuple[str | None, str | None]:
         """(FailureReason, model artifacts URI): a failed training gets the first, a completed or
@@ -413,8 +450,12 @@ class JobLifecycle:
             else:
                 self.evaluators.stop("Error", f"ClientError: the launcher failed: {_one_line(failure)}")
 
+        def stop_uploader() -> None:
+            if self.uploader is not None:
+                self.uploader.close()
+
         try:
-            run_all(stop_evaluators, self.runtime.close)
+            run_all(stop_evaluators, stop_uploader, self.runtime.close)
         except Exception as e:  # noqa: BLE001
             if failure is None:
                 raise

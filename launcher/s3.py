@@ -1,11 +1,15 @@
 """Which S3 to talk to, and the embedded S3 server's lifecycle.
 
 Endpoint resolution, first match wins:
-1. `--s3-endpoint-url` (flag), 2. `AWS_ENDPOINT_URL_S3` (env), 3. AWS credentials present
-(env keys, a profile, `~/.aws/credentials` or `~/.aws/config`): real S3, said out loud,
-4. the embedded S3: a moto server started detached on a free loopback port on first use; its
-port and pid are kept in `$SDLOCAL_HOME/s3.json` (default `~/.sdlocal`) and reused by later
-commands after checking that it answers; `sdlocal s3 stop` stops it. Dummy credentials.
+1. `--s3-endpoint-url` (flag), 2. `AWS_ENDPOINT_URL_S3` (env), then `AWS_ENDPOINT_URL` (every
+service's endpoint, as LocalStack's docs set it; botocore itself honours it), 3. AWS credentials
+present (env keys, a profile, `~/.aws/credentials` or `~/.aws/config`): real S3, said out loud,
+4. the embedded S3: a moto server started detached on a loopback port on first use; its port and
+pid are kept in `$SDLOCAL_HOME/s3.json` (default `~/.sdlocal`) and reused by later commands after
+checking that it answers; `sdlocal s3 stop` stops it. Dummy credentials. Its buckets and objects
+are kept in `$SDLOCAL_HOME/s3-data/` (launcher/_s3_store.py) and loaded back when it starts again,
+on the port it had (`s3.port`) when that is free, so that running evaluators find it where it
+was; a job using it starts it again when it stops answering (`EmbeddedWatchdog`).
 """
 from __future__ import annotations
 
@@ -17,6 +21,7 @@ import signal
 import socket
 import subprocess
 import sys
+import threading
 import time
 import urllib.request
 from collections.abc import Callable, Iterator, Mapping
@@ -41,19 +46,20 @@ def sdlocal_home(environ: Mapping[str, str] | None = None) -> Path:
 @dataclass(frozen=True)
 class S3Endpoint:
     url: str | None  # None: AWS's own endpoints
-    source: str  # "flag" | "env" | "aws" | "embedded" | "serve"
+    source: str  # "flag" | "env" (AWS_ENDPOINT_URL_S3) | "env-global" (AWS_ENDPOINT_URL) | "aws" | "embedded" | "serve"
     dummy_credentials: bool = False
 
     def client(self) -> Any:
         import boto3
-        from botocore.config import Config
 
-        kwargs: dict[str, Any] = {"region_name": os.environ.get("AWS_DEFAULT_REGION") or REGION}
+        from trial.storage import client_config
+
+        # bounded timeouts (a frozen endpoint fails a try instead of hanging it), no botocore retries:
+        # trial's Storage retries every call through outages (trial/storage/_retry.py)
+        kwargs: dict[str, Any] = {"region_name": os.environ.get("AWS_DEFAULT_REGION") or REGION,
+                                  "config": client_config()}
         if self.url:
             kwargs["endpoint_url"] = self.url
-            # a local endpoint that does not answer should say so in seconds, not after botocore's
-            # default 60 s connect timeout and retries
-            kwargs["config"] = Config(connect_timeout=3, retries={"max_attempts": 3, "mode": "standard"})
         if self.dummy_credentials:
             kwargs["aws_access_key_id"] = DUMMY_CREDENTIALS["AWS_ACCESS_KEY_ID"]
             kwargs["aws_secret_access_key"] = DUMMY_CREDENTIALS["AWS_SECRET_ACCESS_KEY"]
@@ -73,6 +79,7 @@ class S3Endpoint:
         return {
             "flag": f"S3: {self.url} (--s3-endpoint-url)",
             "env": f"S3: {self.url} (AWS_ENDPOINT_URL_S3)",
+            "env-global": f"S3: {self.url} (AWS_ENDPOINT_URL)",
             "aws": "S3: Amazon S3 with your AWS credentials (set --s3-endpoint-url to use another endpoint)",
             "embedded": f"S3: embedded server at {self.url} (stop it with `sdlocal s3 stop`)",
             "serve": f"S3: sdlocal serve at {self.url}",
@@ -117,11 +124,15 @@ def resolve_endpoint(
         check_endpoint_url(flag, "--s3-endpoint-url")
     elif env.get("AWS_ENDPOINT_URL_S3"):
         check_endpoint_url(env["AWS_ENDPOINT_URL_S3"], "AWS_ENDPOINT_URL_S3")
+    elif env.get("AWS_ENDPOINT_URL"):
+        check_endpoint_url(env["AWS_ENDPOINT_URL"], "AWS_ENDPOINT_URL")
     # LocalStack and moto take any credentials: a custom endpoint without any gets dummy ones
     if flag:
         return S3Endpoint(flag, "flag", dummy_credentials=not has_credentials())
     if env.get("AWS_ENDPOINT_URL_S3"):
         return S3Endpoint(env["AWS_ENDPOINT_URL_S3"], "env", dummy_credentials=not has_credentials())
+    if env.get("AWS_ENDPOINT_URL"):  # LocalStack's way: one endpoint for every service
+        return S3Endpoint(env["AWS_ENDPOINT_URL"], "env-global", dummy_credentials=not has_credentials())
     if has_credentials():
         return S3Endpoint(None, "aws")
     server = (embedded or EmbeddedS3(sdlocal_home(env))).ensure()
@@ -193,6 +204,8 @@ class EmbeddedS3:
         self.sleep = sleep
         self.state_path = home / "s3.json"
         self.log_path = home / "s3.log"
+        self.port_path = home / "s3.port"  # the last port: a restart takes it again when it is free
+        self.data_dir = home / "s3-data"
 
     def read_state(self) -> ServerState | None:
         try:
@@ -225,13 +238,33 @@ class EmbeddedS3:
             self.state_path.unlink(missing_ok=True)
             return state
 
+    def usage(self) -> Any:
+        """Buckets, objects and bytes kept on disk (launcher/_s3_store.Usage)."""
+        from launcher._s3_store import DiskStore
+
+        return DiskStore(self.data_dir).usage()
+
+    def _port(self) -> int:
+        try:
+            last = int(self.port_path.read_text())
+        except (OSError, ValueError):
+            return _free_port()
+        with socket.socket() as s:
+            # as the server binds: connections of the last server in TIME_WAIT do not hold the port
+            s.setsockopt(socket.SOL_SOCKET, socket.SO_REUSEADDR, 1)
+            try:
+                s.bind(("127.0.0.1", last))
+            except OSError:  # taken meanwhile: any port (running evaluators will not find it)
+                return _free_port()
+        return last
+
     def _start(self) -> ServerState:
         self.home.mkdir(parents=True, exist_ok=True)
-        port = _free_port()
+        port = self._port()
         env = {**os.environ, "PYTHONPATH": os.pathsep.join(filter(None, [str(REPO_ROOT), os.environ.get("PYTHONPATH")]))}
         with open(self.log_path, "ab") as log:
             proc = subprocess.Popen(
-                [self.python, "-m", "launcher._s3_server", "--port", str(port)],
+                [self.python, "-m", "launcher._s3_server", "--port", str(port), "--data-dir", str(self.data_dir)],
                 stdin=subprocess.DEVNULL, stdout=log, stderr=log, start_new_session=True, env=env,
                 cwd=str(self.home),
             )
@@ -249,6 +282,7 @@ class EmbeddedS3:
             tail = self.log_path.read_text(errors="replace")[-500:] if self.log_path.exists() else ""
             raise S3EndpointError(f"the embedded S3 server did not start on port {port}: {tail.strip()}")
         self.state_path.write_text(json.dumps(asdict(state)))
+        self.port_path.write_text(str(port))
         return state
 
     def _kill(self, state: ServerState, grace: float) -> None:
@@ -284,3 +318,51 @@ class EmbeddedS3:
                 yield
             finally:
                 fcntl.flock(fh, fcntl.LOCK_UN)
+
+
+class EmbeddedWatchdog:
+    """While a job runs on the embedded S3: a thread that starts it again when it stopped answering
+    (a crash, `sdlocal s3 stop`, a frozen server: two looks `interval` apart). It comes back on its
+    port with its data; meanwhile every S3 call waits (trial/storage/_retry.py)."""
+
+    def __init__(self, server: EmbeddedS3, url: str, echo: Callable[[str], None], interval: float = 2.0) -> None:
+        self.server = server
+        self.url = url
+        self.echo = echo
+        self.interval = interval
+        self.restarts = 0
+        self._stop = threading.Event()
+        self._thread = threading.Thread(target=self._run, name="sdlocal-s3-watchdog", daemon=True)
+
+    def start(self) -> EmbeddedWatchdog:
+        self._thread.start()
+        return self
+
+    def stop(self) -> None:
+        self._stop.set()
+        if self._thread.is_alive():
+            self._thread.join(self.server.start_timeout + 10)
+
+    def _run(self) -> None:
+        missed = 0
+        while not self._stop.wait(self.interval):
+            if is_answering(self.url):
+                missed = 0
+                continue
+            missed += 1
+            if missed < 2:
+                continue
+            try:
+                state = self.server.ensure()
+            except Exception as e:  # noqa: BLE001 - said, and tried again at the next look
+                self.echo(f"Warning: the embedded S3 does not answer and could not be started again: {e}")
+                continue
+            missed = 0
+            if state.url != self.url:
+                self.echo(f"Warning: the embedded S3 came back at {state.url}, not {self.url}: the job's "
+                          "processes cannot reach it")
+                self.url = state.url
+            else:
+                self.restarts += 1
+                self.echo(f"Warning: the embedded S3 at {self.url} had stopped answering: started again "
+                          f"(its data from {self.server.data_dir})")

@@ -27,7 +27,7 @@ import numpy as np
 from trial._decode import read_value
 from trial._index import IndexState, Location, parse_index_key
 from trial.collection import CollectionsFile
-from trial.errors import MissingCollectionFiles, TensorUnavailable
+from trial.errors import MissingCollectionFiles, StorageError, TensorUnavailable
 from trial.modes import ModeKeys, to_mode
 from trial.mutable_collection import MutableCollection
 from trial.steps import StepState, step_state, wait_for_steps, within_wait_window
@@ -42,6 +42,8 @@ STEP_WAIT_TIMEOUT_S = 86400.0
 # smdebug's setting: at most this many saved steps wait for a worker that stays behind (below).
 INCOMPLETE_STEP_WAIT_WINDOW_KEY = "SMDEBUG_INCOMPLETE_STEP_WAIT_WINDOW"
 INCOMPLETE_STEP_WAIT_WINDOW_DEFAULT = 1000
+_EVENTS_KEY = re.compile(r"(?:^|/)events/\d+/(\d+)_[^/]+\.tfevents$")
+VANISHED_POLL_S = 0.5  # how often a vanished events file is looked for
 
 ModeArg = Any  # ModeKeys, a foreign Enum named like one (the real smdebug's modes), int, str or None
 
@@ -97,6 +99,7 @@ class Trial:
         if self._loaded_all_steps:
             return
         ended_before_listing = self.training_ended()
+        vanished = False
         if not self._collections_complete():
             self._load_collections()
         new_keys = [k for k in self.storage.list(INDEX_PREFIX, start_after=self._start_after)
@@ -111,13 +114,24 @@ class Trial:
             try:
                 text = self.storage.read(key)
             except FileNotFoundError:
-                continue  # deleted between LIST and GET
+                # deleted between LIST and GET (an S3 endpoint that restarted empty): the keys after
+                # it wait for the next refresh, so that re-listing from the last complete step finds
+                # this one again once it is back, instead of listing past it for good
+                break
             self._index.add(key, step, worker, text)
             self._workers.add(worker)
+        if ended_before_listing and not self.storage.exists(END_MARKER):
+            # The end marker seen before this listing is gone: the storage lost its data (an S3
+            # endpoint restarted empty, its objects being uploaded again) and the listing may be
+            # partial. The end counts again once the marker is back: it is uploaded last.
+            self._ended = ended_before_listing = False
+            vanished = True
         if ended_before_listing:
             self._loaded_all_steps = True
         if new_keys or ended_before_listing:
             self._update_completeness()
+        if vanished:
+            self._start_after = None  # list from the start once: what comes back may come in any order
 
     def maybe_refresh(self, name: str | None = None) -> None:
         """smdebug's implicit refresh: a no-op once every step is loaded or inside `no_refresh`."""
@@ -399,7 +413,34 @@ class Trial:
     # ---- reading ---------------------------------------------------------------------------
     def read_record(self, loc: Location) -> np.ndarray:
         """The value stored at `loc`: a ranged read, checked framing, decoded (trial/_decode.py)."""
-        return read_value(self.storage, loc.key, loc.start, loc.length)
+        try:
+            return read_value(self.storage, loc.key, loc.start, loc.length)
+        except FileNotFoundError:
+            if not self._vanished(loc.key):
+                raise  # really missing: the step is "not evaluated" (TensorUnavailableForStep)
+            self._await_key(loc.key)
+            return read_value(self.storage, loc.key, loc.start, loc.length)
+
+    def _vanished(self, events_key: str) -> bool:
+        """An events file is uploaded before the index file that names it: when neither is there
+        now, the storage lost both (an S3 endpoint that restarted empty), not the writer."""
+        m = _EVENTS_KEY.search(events_key)
+        if m is None or self.storage.outage_wait_s <= 0:
+            return False
+        return not any(self.storage.exists(k) for k in self._index.keys_by_step.get(int(m.group(1)), ()))
+
+    def _await_key(self, key: str) -> None:
+        """Wait (the storage's outage wait, 120 s on S3) for a vanished events file to be uploaded
+        again; after that, StorageError: a value that is gone is an error, not a skipped step."""
+        wait_s = self.storage.outage_wait_s
+        deadline = time.monotonic() + wait_s
+        logger.warning("%s/%s vanished with its index file (S3 restarted empty?): waiting up to %g s for it",
+                       self.storage.uri, key, wait_s)
+        while not self.storage.exists(key):
+            if time.monotonic() >= deadline:
+                raise StorageError(f"{self.storage.uri}/{key} vanished from storage and did not come back "
+                                   f"within {wait_s:g} s")
+            time.sleep(VANISHED_POLL_S)
 
 
 def create_trial(

@@ -127,7 +127,8 @@ def status_of(s3_client: Any, job: str, rule: str) -> dict[str, Any]:
 def not_uploaded(s3_client: Any, job_dir: Path, job: str) -> list[str]:
     """The job's tensor files (written by the training container's user) missing from its debug-output."""
     local = job_dir / "output" / "tensors"
-    files = {p.relative_to(local).as_posix() for p in local.rglob("*") if p.is_file() and not p.name.endswith(".tmp")}
+    files = {p.relative_to(local).as_posix() for p in local.rglob("*")
+             if p.is_file() and not p.name.endswith(".tmp") and p.name != ".sdlocal-steps.json"}  # (for the launcher)
     pages = s3_client.get_paginator("list_objects_v2").paginate(Bucket="sdlocal", Prefix=f"jobs/{job}/debug-output/")
     stored = {o["Key"].split("/debug-output/", 1)[1] for page in pages for o in page.get("Contents", [])}
     assert files, f"no tensor file in {local}"

@@ -184,3 +184,17 @@ def test_sigterm_stops_with_status_stopped(tmp_path: Path) -> None:
             proc.kill()
         proc.communicate()
     assert json.loads((out / "status.json").read_text())["RuleEvaluationStatus"] == "Stopped"
+
+
+def test_an_s3_that_never_answers_gives_lines_not_tracebacks() -> None:
+    from tests.moto_process import free_port
+
+    env = contract("nobucket", f"http://127.0.0.1:{free_port()}", "LossNotDecreasing",
+                   {"rule_to_invoke": "LossNotDecreasing"})
+    env["SDLOCAL_S3_RETRY_S"] = "1"
+    proc = run_evaluator(env, timeout=60)
+    assert proc.returncode == 1
+    assert "Traceback" not in proc.stderr
+    assert "cannot write the status to s3://nobucket/out/my-job/rule-output/LossNotDecreasing" in proc.stderr
+    assert "cannot write the final status" in proc.stderr
+    assert "does not answer" in proc.stderr  # the outage, said once per endpoint

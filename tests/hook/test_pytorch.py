@@ -183,3 +183,35 @@ def test_register_twice_and_bad_scalar(tmp_path: Path) -> None:
     with pytest.raises(HookError, match="single value"):
         hook.save_scalar("x", [1.0, 2.0])
     hook.close()
+
+
+def test_the_step_record_counts_steps_run_and_steps_each_collection_was_scheduled(tmp_path: Path) -> None:
+    # the SDK's rule collections: save_interval 500 (gradients); losses every step; 50 steps run
+    out = tmp_path / "trial"
+    cfg = _config(out, {"save_interval": "500"}, ("gradients", {"save_interval": "500"}),
+                  ("losses", {"save_interval": "1"}), ("weights", {"train.save_steps": "3,7"}))
+    model, loss_fn = _model(), nn.CrossEntropyLoss()
+    hook = Hook(cfg)
+    hook.register_module(model)
+    hook.register_loss(loss_fn)
+    for _ in range(40):
+        x, y = _batch()
+        loss_fn(model(x), y).backward()
+    model.eval()
+    for _ in range(10):
+        loss_fn(model(x), y)
+    hook.close()
+    record = json.loads((out / ".sdlocal-steps.json").read_text())
+    assert record["steps"] == 50 and record["mode_steps"] == {"TRAIN": 40, "EVAL": 10}
+    scheduled = record["scheduled_steps"]
+    assert scheduled["losses"] == 50
+    # TRAIN step 0 and EVAL step 0 (gradients are TRAIN-only: not scheduled in EVAL)
+    assert scheduled["gradients"] == 1
+    # TRAIN 0 (the 500 interval), 3 and 7 (save_steps), EVAL 0: as smdebug, steps and interval both count
+    assert scheduled["weights"] == 4
+    # the trial agrees
+    trial = create_trial(out)
+    grads = [n for n in trial.tensor_names() if "gradient" in n]
+    assert grads and all(trial.tensor(n).steps() == [0] for n in grads)
+    weights = trial.tensor_names(collection="weights")
+    assert weights and all(len(trial.tensor(n).steps()) == 4 for n in weights)

@@ -90,6 +90,9 @@ def test_per_collection_save_configs_and_default_metrics(tmp_path: Path) -> None
     tr = create_trial(tmp_path / "t")
     assert tr.tensor("validation-logloss").steps() == [0, 1, 2, 3, 4]
     assert tr.tensor("trees/Node").steps() == [0, 1, 3]  # save_steps and the interval (10), as smdebug
+    # the launcher's steps-to-judge record: 5 rounds run, each collection's scheduled rounds
+    record = json.loads((tmp_path / "t" / ".sdlocal-steps.json").read_text())
+    assert record["steps"] == 5 and record["scheduled_steps"] == {"metrics": 5, "trees": 3}
     # nothing configured: metrics every 10 rounds (smdebug's XGBoost defaults)
     hook = Hook(_config(tmp_path / "d", []))
     xgb.train(PARAMS, dtrain, 12, evals=[(dval, "validation")], callbacks=[hook], verbose_eval=False)

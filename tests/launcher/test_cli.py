@@ -153,16 +153,17 @@ def test_evaluate_exit_codes(fixture_trials: Path, trial: str, rule: str, status
 def test_s3_status_and_stop(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
     monkeypatch.setenv("SDLOCAL_HOME", str(tmp_path))
     runner = CliRunner()
-    assert runner.invoke(cli, ["s3", "status"]).output.strip() == "not running"
+    # first line: whether it runs; second: its data on disk (tests/launcher/test_s3.py)
+    assert runner.invoke(cli, ["s3", "status"]).output.splitlines()[0] == "not running"
     from launcher.s3 import EmbeddedS3
 
     state = EmbeddedS3(tmp_path).ensure()
     try:
-        assert runner.invoke(cli, ["s3", "status"]).output.strip() == f"running at {state.url} (pid {state.pid})"
+        assert runner.invoke(cli, ["s3", "status"]).output.splitlines()[0] == f"running at {state.url} (pid {state.pid})"
     finally:
         out = runner.invoke(cli, ["s3", "stop"]).output
     assert f"pid {state.pid}" in out
-    assert runner.invoke(cli, ["s3", "stop"]).output.strip() == "not running"
+    assert runner.invoke(cli, ["s3", "stop"]).output.splitlines()[0] == "not running"
 
 
 def test_run_sdk_request_reports_ignored_fields_once(tmp_path: Path, moto_server: str, s3_client: Any,
@@ -186,15 +187,22 @@ def test_run_sdk_request_reports_ignored_fields_once(tmp_path: Path, moto_server
 
 def test_unreachable_s3_is_one_line_error(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
     monkeypatch.setenv("SDLOCAL_HOME", str(tmp_path))
+    monkeypatch.setenv("SDLOCAL_S3_RETRY_S", "0")  # no riding through the outage (120 s by default)
     with socket.socket() as s:  # a loopback port nobody listens on
         s.bind(("127.0.0.1", 0))
         port = s.getsockname()[1]
     result = CliRunner().invoke(cli, ["summary", "some-job", "--s3-endpoint-url", f"http://127.0.0.1:{port}"])
     assert result.exit_code == 1
     # the launcher reaches S3 through trial's Storage, whose errors name the S3 URI
-    assert result.stderr.strip().splitlines() == [
-        "Error: cannot list s3://sdlocal/jobs/some-job/rule-output/: Could not connect to the endpoint URL: "
-        f'"http://127.0.0.1:{port}/sdlocal?list-type=2&prefix=jobs%2Fsome-job%2Frule-output%2F&encoding-type=url"']
+    line = ("Error: cannot list s3://sdlocal/jobs/some-job/rule-output/: Could not connect to the endpoint URL: "
+            f'"http://127.0.0.1:{port}/sdlocal?list-type=2&prefix=jobs%2Fsome-job%2Frule-output%2F&encoding-type=url"')
+    assert result.stderr.strip().splitlines() == [line]
+    # with a retry budget: tried again for that long, and the error says so
+    monkeypatch.setenv("SDLOCAL_S3_RETRY_S", "1")
+    result = CliRunner().invoke(cli, ["summary", "some-job", "--s3-endpoint-url", f"http://127.0.0.1:{port}"])
+    assert result.exit_code == 1
+    last = result.stderr.strip().splitlines()[-1]
+    assert last.startswith(line + " (S3 did not answer for ") and last.endswith(" s)")
 
 
 def test_summary_of_unknown_job_is_an_error(tmp_path: Path, monkeypatch: pytest.MonkeyPatch, moto_server: str,

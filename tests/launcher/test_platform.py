@@ -80,7 +80,8 @@ def test_uploader_thread_and_final_upload_then_end_marker(tmp_path: Path, s3_cli
     up = Uploader([UploadTarget(root, output)], interval=0.05)
     up.start()
     TrialWriter(root).write_step(0, "TRAIN", 0, [("loss", np.float32(1.0))])
-    up.finish(timeout=10)
+    up.finish()
+    up.close()
     write_end_marker(output)
     assert keys(s3_client, bucket) == [
         "p/debug-output/events/000000000000/000000000000_worker_0.tfevents",

@@ -3,6 +3,8 @@ from __future__ import annotations
 
 import json
 import os
+import signal
+import time
 from pathlib import Path
 
 import pytest
@@ -29,6 +31,13 @@ def test_resolution_order(tmp_path: Path) -> None:
     bare = resolve_endpoint("http://flag:1", environ=env, credentials_present=lambda: False)
     assert bare == S3Endpoint("http://flag:1", "flag", dummy_credentials=True)
     assert bare.child_env()["AWS_ACCESS_KEY_ID"] == "sdlocal"
+    # AWS_ENDPOINT_URL (LocalStack's docs: one endpoint for all services) after the S3-specific one
+    both = {"AWS_ENDPOINT_URL": "http://all:1", **env}
+    assert resolve_endpoint(None, environ=both, credentials_present=creds) == S3Endpoint("http://env:1", "env")
+    everything = resolve_endpoint(None, environ={"AWS_ENDPOINT_URL": "http://all:1"}, credentials_present=creds)
+    assert everything == S3Endpoint("http://all:1", "env-global")
+    assert everything.describe() == "S3: http://all:1 (AWS_ENDPOINT_URL)"
+    assert everything.child_env() == {"AWS_ENDPOINT_URL_S3": "http://all:1"}
     aws = resolve_endpoint(None, environ={}, credentials_present=lambda: True, embedded=never)
     assert aws.source == "aws" and aws.url is None and "AWS credentials" in aws.describe()
     assert not (tmp_path / "unused").exists()
@@ -76,6 +85,75 @@ def test_stale_state_is_replaced(tmp_path: Path) -> None:
         assert state.port != 9 and is_answering(state.url)
         assert server.running() == state
     finally:
+        server.stop()
+
+
+def test_embedded_server_keeps_its_data_across_stop_and_crash(tmp_path: Path) -> None:
+    server = EmbeddedS3(tmp_path)
+    first = server.ensure()
+    try:
+        client = S3Endpoint(first.url, "embedded", dummy_credentials=True).client()
+        ensure_bucket(client, "sdlocal")
+        client.put_object(Bucket="sdlocal", Key="jobs/j/a", Body=b"kept", Metadata={"who": "test"})
+        client.put_object(Bucket="sdlocal", Key="jobs/j/gone", Body=b"x")
+        client.delete_object(Bucket="sdlocal", Key="jobs/j/gone")
+        server.stop()
+        assert not is_answering(first.url)
+        again = server.ensure()  # `sdlocal s3 stop`, then any command: same port, same data
+        assert again.url == first.url and again.pid != first.pid
+        got = client.get_object(Bucket="sdlocal", Key="jobs/j/a")
+        assert got["Body"].read() == b"kept" and got["Metadata"] == {"who": "test"}
+        assert [o["Key"] for o in client.list_objects_v2(Bucket="sdlocal")["Contents"]] == ["jobs/j/a"]
+        os.kill(again.pid, signal.SIGKILL)  # a crash: what was acknowledged is on disk
+        third = server.ensure()
+        assert third.url == first.url
+        assert client.get_object(Bucket="sdlocal", Key="jobs/j/a")["Body"].read() == b"kept"
+        usage = server.usage()
+        assert (usage.buckets, usage.objects, usage.bytes) == (1, 1, 4)
+    finally:
+        server.stop()
+
+
+def test_s3_status_and_stop_say_where_the_data_is(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    from click.testing import CliRunner
+
+    from launcher.cli import cli
+
+    monkeypatch.setenv("SDLOCAL_HOME", str(tmp_path))
+    server = EmbeddedS3(tmp_path)
+    state = server.ensure()
+    try:
+        client = S3Endpoint(state.url, "embedded", dummy_credentials=True).client()
+        ensure_bucket(client, "sdlocal")
+        client.put_object(Bucket="sdlocal", Key="k", Body=b"12345")
+        out = CliRunner().invoke(cli, ["s3", "status"]).output
+        assert f"running at {state.url}" in out
+        assert f"data: {tmp_path / 's3-data'} (1 bucket(s), 1 object(s), 5 bytes; kept across restarts)" in out
+        out = CliRunner().invoke(cli, ["s3", "stop"]).output
+        assert "stopped the embedded S3 server" in out and f"its data stays in {tmp_path / 's3-data'}" in out
+        out = CliRunner().invoke(cli, ["s3", "stop", "--discard-data"]).output
+        assert "not running" in out and "deleted its data" in out
+        assert server.usage().objects == 0
+    finally:
+        server.stop()
+
+
+def test_a_job_s_watchdog_starts_the_embedded_server_again(tmp_path: Path) -> None:
+    from launcher.s3 import EmbeddedWatchdog
+
+    server = EmbeddedS3(tmp_path)
+    state = server.ensure()
+    said: list[str] = []
+    watchdog = EmbeddedWatchdog(server, state.url, said.append, interval=0.3).start()
+    try:
+        os.kill(state.pid, signal.SIGKILL)
+        deadline = time.monotonic() + 30
+        while not watchdog.restarts and time.monotonic() < deadline:
+            time.sleep(0.1)
+        assert watchdog.restarts == 1 and is_answering(state.url)
+        assert said and "started again" in said[0]
+    finally:
+        watchdog.stop()
         server.stop()
 
 

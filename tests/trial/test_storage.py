@@ -201,8 +201,17 @@ def test_s3_large_file_goes_through_the_managed_upload(tmp_path: Path, s3_client
     assert s3_client.get_object(Bucket=bucket, Key="p/big")["Body"].read() == b"x" * 5000
     assert s3_client.get_object(Bucket=bucket, Key="p/small")["Body"].read() == b"s" * 100
 
-def _open_fds() -> int:
-    return len(os.listdir("/proc/self/fd"))
+def _open_fds(under: Path) -> int:
+    """This process's descriptors open on files under `under` (other threads of the test process,
+    left by earlier tests, open and close their own sockets and files at any time)."""
+    count = 0
+    for fd in os.listdir("/proc/self/fd"):
+        try:
+            target = os.readlink(f"/proc/self/fd/{fd}")
+        except OSError:
+            continue
+        count += target.startswith(f"{under}{os.sep}")
+    return count
 
 
 def _files(root: Path, n: int, size: int = 64) -> list[tuple[str, bytes]]:
@@ -223,15 +232,15 @@ def _read(handles: FileHandles, path: str, offset: int, size: int) -> bytes:
 @needs_proc_fds
 def test_kept_descriptors_are_bounded_and_closed(tmp_path: Path) -> None:
     files = _files(tmp_path, 10)
-    before = _open_fds()
+    before = _open_fds(tmp_path)
     handles = FileHandles(capacity=3)
     for _ in range(3):  # cycling through more files than the capacity: every read still right
         for path, data in files:
             assert _read(handles, path, 5, 20) == data[5:25]
-    assert len(handles) == 3 and _open_fds() == before + 3
+    assert len(handles) == 3 and _open_fds(tmp_path) == before + 3
     assert _read(handles, files[0][0], 60, 20) == files[0][1][60:]  # short at the end of the file
     handles.close()
-    assert len(handles) == 0 and _open_fds() == before
+    assert len(handles) == 0 and _open_fds(tmp_path) == before
 
 
 def test_reading_every_value_cycles_through_files_and_still_hits(tmp_path: Path) -> None:
@@ -269,7 +278,7 @@ def test_storages_share_one_bounded_set_of_descriptors(tmp_path: Path) -> None:
     """Many trials opened (and dropped into reference cycles, as Trial objects are) never hold more
     descriptors than the shared capacity; close() lets go of one trial's."""
     handles = FileHandles(capacity=4, seed=0)
-    before = _open_fds()
+    before = _open_fds(tmp_path)
     storages = []
     for t in range(6):
         root = tmp_path / f"trial{t}"
@@ -279,10 +288,10 @@ def test_storages_share_one_bounded_set_of_descriptors(tmp_path: Path) -> None:
         for i, (_, data) in enumerate(files):
             assert bytes(storage.read_range(f"f{i}", 1, 8)) == data[1:9]
         storages.append(storage)
-    assert len(handles) == 4 and _open_fds() == before + 4
+    assert len(handles) == 4 and _open_fds(tmp_path) == before + 4
     for storage in storages:
         storage.close()
-    assert len(handles) == 0 and _open_fds() == before
+    assert len(handles) == 0 and _open_fds(tmp_path) == before
 
 
 def test_a_new_trial_never_reads_through_an_earlier_ones_descriptors(tmp_path: Path) -> None:
@@ -305,16 +314,16 @@ def test_a_new_trial_never_reads_through_an_earlier_ones_descriptors(tmp_path: P
 def test_a_collected_storage_gives_its_descriptors_back(tmp_path: Path) -> None:
     _files(tmp_path, 4)
     handles = FileHandles(capacity=16)
-    before = _open_fds()
+    before = _open_fds(tmp_path)
     storage = LocalStorage(tmp_path, handles=handles)
     for i in range(3):
         storage.read_range(f"f{i}", 0, 4)
-    assert _open_fds() == before + 3
+    assert _open_fds(tmp_path) == before + 3
     storage.trial_cycle = storage  # type: ignore[attr-defined]  # held by a cycle, as a Trial is
     del storage
     gc.collect()
     LocalStorage(tmp_path, handles=handles).read_range("f3", 0, 4)  # the next open closes them
-    assert len(handles) == 1 and _open_fds() == before + 1
+    assert len(handles) == 1 and _open_fds(tmp_path) == before + 1
 
 
 @needs_proc_fds
@@ -323,9 +332,9 @@ def test_large_reads_keep_no_descriptor(tmp_path: Path) -> None:
     data = np.arange(UNCACHED_READ_BYTES // 4 + 10, dtype=np.int32).tobytes()
     big.write_bytes(data)
     handles = FileHandles(capacity=4)
-    before = _open_fds()
+    before = _open_fds(tmp_path)
     assert _read(handles, str(big), 4, UNCACHED_READ_BYTES) == data[4: 4 + UNCACHED_READ_BYTES]
-    assert len(handles) == 0 and _open_fds() == before
+    assert len(handles) == 0 and _open_fds(tmp_path) == before
 
 
 def test_a_file_changed_in_place_is_read_as_it_is_now(tmp_path: Path) -> None:

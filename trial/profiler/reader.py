@@ -110,6 +110,7 @@ class ProfilerReader:
         self._system = _Listing(SYSTEM_PREFIX)
         self._framework = _Listing(FRAMEWORK_PREFIX)
         self._ended = False
+        self._assumed_ended = False  # assume_ended(): no end marker to check again
         self._loaded_all = False
 
     def __repr__(self) -> str:
@@ -124,7 +125,7 @@ class ProfilerReader:
         """Treat the training as ended without its end markers (a finished job evaluated afterwards,
         or the debug-output's end marker seen first): the next refresh makes the final deep pass
         and sets `loaded_all`."""
-        self._ended = True
+        self._ended = self._assumed_ended = True
 
     def training_ended(self) -> bool:
         if not self._ended:
@@ -139,7 +140,11 @@ class ProfilerReader:
             # The end marker is written after the last upload: one more (deep) pass sees every file.
             again = self._refresh_once(deep=True)
             total = RefreshResult(*(a + b for a, b in zip(_fields(total), _fields(again), strict=True)))
-            self._loaded_all = True
+            # unless the marker is gone since: the storage lost its data (an S3 endpoint restarted
+            # empty, being uploaded again, the markers last) and the pass may have missed files
+            self._loaded_all = (self._assumed_ended or self.storage.exists(SYSTEM_END_MARKER)
+                                or self.storage.exists(FRAMEWORK_END_MARKER))
+            self._ended = self._loaded_all
         return total
 
     # ---- internals -------------------------------------------------------------------------------

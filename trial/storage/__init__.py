@@ -6,9 +6,11 @@ from typing import Any
 
 from trial.storage._base import Storage
 from trial.storage._local import LocalStorage
+from trial.storage._retry import Retry, RetryPolicy, add_outage_listener, client_config
 from trial.storage._s3 import S3Storage
 
-__all__ = ["LocalStorage", "S3Storage", "Storage", "open_storage", "parse_s3_uri"]
+__all__ = ["LocalStorage", "Retry", "RetryPolicy", "S3Storage", "Storage", "add_outage_listener", "client_config",
+           "open_storage", "parse_s3_uri"]
 
 
 def parse_s3_uri(uri: str) -> tuple[str, str]:
@@ -20,10 +22,12 @@ def parse_s3_uri(uri: str) -> tuple[str, str]:
     return bucket, prefix.strip("/")
 
 
-def open_storage(path_or_uri: str | Path | Storage, *, client: Any = None, endpoint_url: str | None = None) -> Storage:
+def open_storage(path_or_uri: str | Path | Storage, *, client: Any = None, endpoint_url: str | None = None,
+                 retry: Retry | None = None) -> Storage:
+    """`retry`: how S3 calls ride through outages (trial/storage/_retry.py; default: 120 s)."""
     if isinstance(path_or_uri, str) and path_or_uri.startswith("s3://"):
         bucket, prefix = parse_s3_uri(path_or_uri)
-        return S3Storage(bucket, prefix, client=client, endpoint_url=endpoint_url)
+        return S3Storage(bucket, prefix, client=client, endpoint_url=endpoint_url, retry=retry)
     if isinstance(path_or_uri, Storage):
         return path_or_uri
     return LocalStorage(path_or_uri)

@@ -12,6 +12,12 @@ class Storage(ABC):
     fills_own_buffers = False
 
     @property
+    def outage_wait_s(self) -> float:
+        """How long a reader should wait for data that vanished from the storage to come back (an
+        S3 endpoint that restarted empty, its objects uploaded again); 0: it never comes back."""
+        return 0.0
+
+    @property
     @abstractmethod
     def uri(self) -> str:
         """Where the trial lives (a path, or s3://bucket/prefix)."""

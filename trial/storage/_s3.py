@@ -2,20 +2,26 @@
 from __future__ import annotations
 
 import builtins
-import contextlib
 import os
-from collections.abc import Iterable
+from collections.abc import Callable, Iterable
 from pathlib import Path
-from typing import Any
+from typing import Any, TypeVar
 
 from trial.errors import StorageError
 from trial.storage._base import Storage
+from trial.storage._retry import GaveUp, Retry, _error_code, client_config
+
+T = TypeVar("T")
 
 
-def _is_missing(err: Exception) -> bool:
-    response = getattr(err, "response", None) or {}
-    code = str(response.get("Error", {}).get("Code", ""))
-    return code in ("NoSuchKey", "404", "NotFound", "NoSuchBucket")
+def _is_missing(err: BaseException) -> bool:
+    code, status = _error_code(err)
+    return code in ("NoSuchKey", "404", "NotFound", "NoSuchBucket") or (not code and status == 404)
+
+
+# Buckets that answered this process, per endpoint: one missing later is an endpoint that restarted
+# empty (waited for), one never seen is a wrong name (missing at once). A few names per process.
+_SEEN_BUCKETS: set[tuple[str, str]] = set()
 
 
 # Below this size a file goes up in one PUT: s3transfer's managed upload (its default multipart
@@ -26,28 +32,56 @@ DELETE_BATCH = 1000  # DeleteObjects takes at most 1000 keys
 
 class S3Storage(Storage):
     """Keys under s3://bucket/prefix. `client` is a boto3 S3 client; without one, a client is made on
-    first use with `endpoint_url` (None: boto3's own resolution, which honours AWS_ENDPOINT_URL_S3)."""
+    first use with `endpoint_url` (None: boto3's own resolution, which honours AWS_ENDPOINT_URL_S3).
+    Every call goes through `retry` (trial/storage/_retry.py: transient errors are tried again for
+    up to 120 s); when it gives up, StorageError (FileNotFoundError for a missing key)."""
 
-    def __init__(self, bucket: str, prefix: str = "", client: Any = None, endpoint_url: str | None = None) -> None:
+    def __init__(self, bucket: str, prefix: str = "", client: Any = None, endpoint_url: str | None = None,
+                 retry: Retry | None = None) -> None:
         self.bucket = bucket
         self.prefix = prefix.strip("/")
         self._client = client
         self._endpoint_url = endpoint_url
+        self.retry = retry or Retry()
 
     @property
     def client(self) -> Any:
         if self._client is None:
             import boto3
 
-            self._client = boto3.client("s3", endpoint_url=self._endpoint_url)
+            self._client = boto3.client("s3", endpoint_url=self._endpoint_url, config=client_config())
         return self._client
 
     @property
     def uri(self) -> str:
         return f"s3://{self.bucket}/{self.prefix}" if self.prefix else f"s3://{self.bucket}"
 
+    @property
+    def outage_wait_s(self) -> float:
+        return self.retry.policy.total_s
+
+    @property
+    def endpoint(self) -> str:
+        return str(getattr(getattr(self.client, "meta", None), "endpoint_url", None) or "S3")
+
     def _key(self, key: str) -> str:
         return f"{self.prefix}/{key}" if self.prefix else key
+
+    def _run(self, fn: Callable[[], T]) -> T:
+        """`fn` (client calls) through the retry policy; GaveUp out of it carries the last error."""
+        endpoint = self.endpoint
+        seen = (endpoint, self.bucket)
+        result = self.retry.run(endpoint, fn, bucket_seen=seen in _SEEN_BUCKETS, recreate=self._recreate)
+        _SEEN_BUCKETS.add(seen)
+        return result
+
+    def _recreate(self) -> None:
+        self._create_bucket()
+        if self.retry.on_bucket_recreated is not None:
+            self.retry.on_bucket_recreated(self.bucket)
+
+    def _fail(self, what: str, e: GaveUp) -> StorageError:
+        return StorageError(f"cannot {what}: {e}")
 
     def read(self, key: str, start: int | None = None, length: int | None = None) -> bytes:
         kwargs: dict[str, Any] = {"Bucket": self.bucket, "Key": self._key(key)}
@@ -58,42 +92,55 @@ class S3Storage(Storage):
             kwargs["Range"] = f"bytes={first}-{first + length - 1}"
         elif start:
             kwargs["Range"] = f"bytes={start}-"
-        try:
+
+        def get() -> bytes:  # the body's read is in the try: a connection lost mid-body is tried again
             body = self.client.get_object(**kwargs)["Body"]
             try:
                 return bytes(body.read())
             finally:
                 body.close()
-        except Exception as e:
-            if _is_missing(e):
-                raise FileNotFoundError(f"{self.uri}/{key}") from e
-            if "InvalidRange" in str(e):
-                return b""
-            raise StorageError(f"cannot read {self.uri}/{key}: {e}") from e
 
-    def write(self, key: str, data: bytes) -> None:
         try:
-            self.client.put_object(Bucket=self.bucket, Key=self._key(key), Body=data)
-        except Exception as e:
-            raise StorageError(f"cannot write {self.uri}/{key}: {e}") from e
+            return self._run(get)
+        except GaveUp as e:
+            if _is_missing(e.cause):
+                raise FileNotFoundError(f"{self.uri}/{key}") from e.cause
+            if "InvalidRange" in str(e.cause):
+                return b""
+            raise self._fail(f"read {self.uri}/{key}", e) from e.cause
+
+    def write(self, key: str, data: bytes, *, if_absent: bool = False) -> None:
+        """`if_absent`: only when no object has the key (S3's conditional PUT, If-None-Match: *);
+        returns quietly when one has."""
+        kwargs: dict[str, Any] = {"Bucket": self.bucket, "Key": self._key(key), "Body": data}
+        if if_absent:
+            kwargs["IfNoneMatch"] = "*"
+        try:
+            self._run(lambda: self.client.put_object(**kwargs))
+        except GaveUp as e:
+            if if_absent and _error_code(e.cause)[0] in ("PreconditionFailed", "ConditionalRequestConflict"):
+                return
+            raise self._fail(f"write {self.uri}/{key}", e) from e.cause
 
     def exists(self, key: str) -> bool:
         try:
-            self.client.head_object(Bucket=self.bucket, Key=self._key(key))
-        except Exception as e:
-            if _is_missing(e):
+            self._run(lambda: self.client.head_object(Bucket=self.bucket, Key=self._key(key)))
+        except GaveUp as e:
+            if _is_missing(e.cause):
                 return False
-            raise StorageError(f"cannot stat {self.uri}/{key}: {e}") from e
+            raise self._fail(f"stat {self.uri}/{key}", e) from e.cause
         return True
 
     def list(self, prefix: str = "", start_after: str | None = None, *, include_tmp: bool = False) -> list[str]:
         full_prefix = self._key(prefix) if prefix else (f"{self.prefix}/" if self.prefix else "")
-        kwargs: dict[str, Any] = {"Bucket": self.bucket, "Prefix": full_prefix}
+        first: dict[str, Any] = {"Bucket": self.bucket, "Prefix": full_prefix}
         if start_after is not None:
-            kwargs["StartAfter"] = self._key(start_after)
+            first["StartAfter"] = self._key(start_after)
         cut = len(self.prefix) + 1 if self.prefix else 0
-        keys: list[str] = []
-        try:
+
+        def listing() -> builtins.list[str]:  # tried again whole: a restarted endpoint forgets tokens
+            kwargs = dict(first)
+            keys: builtins.list[str] = []
             while True:
                 resp = self.client.list_objects_v2(**kwargs)
                 for obj in resp.get("Contents", ()):
@@ -101,39 +148,43 @@ class S3Storage(Storage):
                     if include_tmp or not key.endswith(".tmp"):
                         keys.append(key)
                 if not resp.get("IsTruncated"):
-                    break
+                    return keys
                 kwargs["ContinuationToken"] = resp["NextContinuationToken"]
-        except Exception as e:
-            raise StorageError(f"cannot list {self.uri}/{prefix}: {e}") from e
+
+        try:
+            keys = self._run(listing)
+        except GaveUp as e:
+            raise self._fail(f"list {self.uri}/{prefix}", e) from e.cause
         keys.sort()
         return keys
 
     def delete(self, key: str) -> None:
         try:
-            self.client.delete_object(Bucket=self.bucket, Key=self._key(key))
-        except Exception as e:
-            if not _is_missing(e):
-                raise StorageError(f"cannot delete {self.uri}/{key}: {e}") from e
+            self._run(lambda: self.client.delete_object(Bucket=self.bucket, Key=self._key(key)))
+        except GaveUp as e:
+            if not _is_missing(e.cause):
+                raise self._fail(f"delete {self.uri}/{key}", e) from e.cause
 
     def write_file(self, key: str, path: str | Path) -> None:
-        try:
+        def put() -> None:  # opened again on each try: a body half sent is sent again from its start
             if os.path.getsize(path) < SINGLE_PUT_BYTES:
                 with open(path, "rb") as body:
                     self.client.put_object(Bucket=self.bucket, Key=self._key(key), Body=body)
             else:  # multipart, streamed from disk
                 self.client.upload_file(str(path), self.bucket, self._key(key))
-        except FileNotFoundError:
-            raise
-        except Exception as e:
-            raise StorageError(f"cannot write {self.uri}/{key} from {path}: {e}") from e
+
+        try:
+            self._run(put)
+        except GaveUp as e:
+            raise self._fail(f"write {self.uri}/{key} from {path}", e) from e.cause
 
     def read_to_file(self, key: str, path: str | Path) -> None:
-        try:
-            self.client.download_file(self.bucket, self._key(key), str(path))  # ranged GETs for large objects
-        except Exception as e:
-            if _is_missing(e):
-                raise FileNotFoundError(f"{self.uri}/{key}") from e
-            raise StorageError(f"cannot read {self.uri}/{key} into {path}: {e}") from e
+        try:  # ranged GETs for large objects
+            self._run(lambda: self.client.download_file(self.bucket, self._key(key), str(path)))
+        except GaveUp as e:
+            if _is_missing(e.cause):
+                raise FileNotFoundError(f"{self.uri}/{key}") from e.cause
+            raise self._fail(f"read {self.uri}/{key} into {path}", e) from e.cause
 
     def delete_many(self, keys: Iterable[str]) -> None:
         batch: builtins.list[str] = []
@@ -146,11 +197,11 @@ class S3Storage(Storage):
             self._delete_batch(batch)
 
     def _delete_batch(self, keys: builtins.list[str]) -> None:
+        request = {"Objects": [{"Key": self._key(k)} for k in keys], "Quiet": True}
         try:
-            resp = self.client.delete_objects(
-                Bucket=self.bucket, Delete={"Objects": [{"Key": self._key(k)} for k in keys], "Quiet": True})
-        except Exception as e:
-            raise StorageError(f"cannot delete {len(keys)} key(s) under {self.uri}: {e}") from e
+            resp = self._run(lambda: self.client.delete_objects(Bucket=self.bucket, Delete=request))
+        except GaveUp as e:
+            raise self._fail(f"delete {len(keys)} key(s) under {self.uri}", e) from e.cause
         errors = [e for e in resp.get("Errors", ()) if e.get("Code") != "NoSuchKey"]
         if errors:
             first = errors[0]
@@ -160,25 +211,31 @@ class S3Storage(Storage):
     def any_key(self, prefix: str = "") -> bool:
         full_prefix = self._key(prefix) if prefix else (f"{self.prefix}/" if self.prefix else "")
         try:
-            resp = self.client.list_objects_v2(Bucket=self.bucket, Prefix=full_prefix, MaxKeys=1)
-        except Exception as e:
-            raise StorageError(f"cannot list {self.uri}/{prefix}: {e}") from e
+            resp = self._run(lambda: self.client.list_objects_v2(Bucket=self.bucket, Prefix=full_prefix, MaxKeys=1))
+        except GaveUp as e:
+            raise self._fail(f"list {self.uri}/{prefix}", e) from e.cause
         return bool(resp.get("Contents"))
 
     def ensure_root(self) -> None:
         """Create the bucket unless it exists (embedded or custom endpoints: the caller decides)."""
         try:
-            self.client.head_bucket(Bucket=self.bucket)
+            self._run(lambda: self.client.head_bucket(Bucket=self.bucket))
             return
-        except Exception as e:
-            if not _is_missing(e):
-                raise StorageError(f"cannot reach bucket {self.bucket}: {e}") from e
+        except GaveUp as e:
+            if not _is_missing(e.cause):
+                raise StorageError(f"cannot reach bucket {self.bucket}: {e}") from e.cause
+        try:
+            self._run(self._create_bucket)
+        except GaveUp as e:
+            raise StorageError(f"cannot create bucket {self.bucket}: {e}") from e.cause
+
+    def _create_bucket(self) -> None:
         region = getattr(getattr(self.client, "meta", None), "region_name", None)
         kwargs: dict[str, Any] = {"Bucket": self.bucket}
         if region and region != "us-east-1":  # us-east-1 refuses a LocationConstraint naming itself
             kwargs["CreateBucketConfiguration"] = {"LocationConstraint": region}
         try:
-            with contextlib.suppress(self.client.exceptions.BucketAlreadyOwnedByYou):
-                self.client.create_bucket(**kwargs)
-        except Exception as e:
-            raise StorageError(f"cannot create bucket {self.bucket}: {e}") from e
+            self.client.create_bucket(**kwargs)
+        except Exception as e:  # noqa: BLE001 - ours already (a restart racing us, another sdlocal)
+            if _error_code(e)[0] not in ("BucketAlreadyOwnedByYou", "BucketAlreadyExists"):
+                raise

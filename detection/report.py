@@ -6,29 +6,20 @@ import json
 from pathlib import Path
 
 from detection.hookconfig import hook_request
-from detection.matrix import ERROR, FIRED, MISSING, NOT_EVALUATED, RULE_PARAMETERS, SILENT, Results
-from detection.scenarios import SCENARIOS
-
-SYMBOL = {FIRED: "**FIRES**", SILENT: "·", ERROR: "**ERROR**", NOT_EVALUATED: "n/a", MISSING: "missing"}
-
-
-def _cell_text(results: Results, rule: str, run: str) -> str:
-    cell = results.cell(rule, run)
-    text = SYMBOL[cell.state]
-    if cell.state == MISSING:
-        return text
-    if cell.wrong:
-        return f"{text} ✗"
-    if cell.expected == "fire":
-        return f"{text} ✓"
-    return text
+from detection.matrix import RULE_PARAMETERS, SCALED_PARAMETERS, Results
+from detection.profiled import HOOK_REQUEST, PROFILER_CONFIG
+from detection.profiler_matrix import PROFILER_PARAMETERS
+from detection.report_sections import cell_text, figures, held_out_section, profiler_section, sweep_section
+from detection.scenarios import SCENARIOS, STALL_S
 
 
 def markdown(results: Results, *, generated: _dt.datetime | None = None) -> str:
     when = (generated or _dt.datetime.now(_dt.timezone.utc)).strftime("%Y-%m-%d %H:%M UTC")
-    runs = [r.name for r in results.runs if r.judged]
-    healthy = [r.name for r in results.runs if r.healthy and r.judged]
+    tensor = [r for r in results.runs if r.kind == "tensor" and r.judged and not r.held_out]
+    runs = [r.name for r in tensor]
+    healthy = [r.name for r in tensor if r.healthy]
     wrong = results.wrong()
+    over = results.over_budget()
     lines = [
         "# Detection-quality matrix",
         "",
@@ -41,15 +32,26 @@ def markdown(results: Results, *, generated: _dt.datetime | None = None) -> str:
         "configured with the default collections of the XGBoost and universal rules that judge them.",
         "",
         f"Healthy runs ({', '.join(healthy)}): every rule with its DEFAULT parameters (except the",
-        "pointing parameters of footnote 1, which those rules have no default for) must stay silent.",
+        "pointing parameters of footnote 1, which those rules have no default for, and StalledTrainingRule's",
+        "threshold scaled to runs of seconds, footnote 2) must stay silent.",
         "Fault runs: the rules they target (✓) must fire; other rules firing there is reported, not judged.",
+        "",
+        "The tables below show the runs with the scenarios' own seeds; the same scenarios with held-out seeds",
+        "are judged in their own section.",
         "",
         "Legend: **FIRES** = IssuesFound, · = NoIssuesFound, **ERROR** = Error status, n/a = not",
         "evaluated (nothing to compare with, or another framework's rule), missing = the rule does not",
         "exist yet, ✓ = expected to fire",
         "and fired, ✗ = wrong (a target that stayed silent, a healthy run that fired, or an error).",
         "",
+        *_live_paragraph(results),
+        f"Sources fingerprint: `{results.fingerprint or 'none'}` (detection/fingerprint.py: the rules, the",
+        "profiler rules and this suite; a fast test fails when they no longer match, then run `python -m detection`).",
+        "",
         f"**Result: {len(wrong)} wrong cell(s)"
+        + f"; {len(results.cells)} cells"
+        + ("; false alarms within budget on held-out seeds" if not over else
+           "; false alarms OVER BUDGET: " + ", ".join(f"{r} {f} of {n}" for r, (f, n) in over.items()))
         + (f"; missing rules: {', '.join(results.missing)}" if results.missing else "; all rules present")
         + ".**",
         "",
@@ -57,15 +59,17 @@ def markdown(results: Results, *, generated: _dt.datetime | None = None) -> str:
     header = "| rule | " + " | ".join(f"{r}{' (healthy)' if r in healthy else ''}" for r in runs) + " |"
     lines += [header, "|" + "---|" * (len(runs) + 1)]
     for rule in results.rules:
-        lines.append(f"| {rule} | " + " | ".join(_cell_text(results, rule, run) for run in runs) + " |")
-    lines += _sweep(results)
-    lines += ["", "## Runs", "", "| run | what | targets | first / last train loss, last val loss | s |",
-              "|---|---|---|---|---|"]
+        lines.append(f"| {rule} | " + " | ".join(cell_text(results, rule, run) for run in runs) + " |")
+    lines += profiler_section(results)
+    lines += held_out_section(results)
+    lines += sweep_section(results)
+    lines += ["", "## Runs", "", "| run | kind | what | targets | figures | s |", "|---|---|---|---|---|---|"]
     for r in results.runs:
-        loss = " / ".join(f"{r.losses[k]:.3g}" for k in ("first_loss", "last_loss", "val_loss"))
         targets = ", ".join(r.targets) if r.targets else (
-            "healthy: none may fire" if r.judged else "healthy (seed sweep): reported, not judged")
-        lines.append(f"| {r.name} | {r.description} | {targets} | {loss} | {r.seconds:g} |")
+            "healthy (seed sweep): reported, not judged" if not r.judged else
+            "healthy: false alarms within budget" if r.held_out else "healthy: none may fire")
+        lines.append(f"| {r.name} | {r.kind}{', held-out' if r.held_out else ''} | {r.description} | {targets} | "
+                     f"{figures(r.kind, dict(r.losses))} | {r.seconds:g} |")
     lines += ["", "## Parameters", "",
               "1. Pointing parameters, on every run (these rules need them to know what to inspect):"]
     for rule, params in RULE_PARAMETERS.items():
@@ -74,13 +78,19 @@ def markdown(results: Results, *, generated: _dt.datetime | None = None) -> str:
     partners = "".join(f"; on `{s.name}`: {s.compare_with}" for s in ran if s.compare_with)
     lines.append("   - SimilarAcrossRuns: `other_trials` = the same healthy run trained again with the same seed "
                  f"(`<run>~rerun`){partners}; n/a on other fault runs.")
-    lines.append("2. Per-run parameters:")
-    for s in ran:
-        for rule, params in s.rule_parameters.items():
-            lines.append(f"   - {s.name}, {rule}: " + ", ".join(f"`{k}={v}`" for k, v in params.items())
-                         + (" (evaluated on the live trial while it trains)" if rule in s.follow else ""))
+    lines.append("2. Scaled to these short runs, on every run (the default could never be reached by a run of seconds):")
+    for rule, params in SCALED_PARAMETERS.items():
+        lives = [s.name for s in ran if rule in s.follow]
+        lines.append(f"   - {rule}: " + ", ".join(f"`{k}={v}`" for k, v in params.items())
+                     + (f"; evaluated on the live trial while it trains on {', '.join(lives)} (and their held-out"
+                        " runs); after training elsewhere, where it cannot fire" if lives else ""))
+    per_run = [(s, rule, params) for s in ran for rule, params in s.rule_parameters.items()]
+    lines.append("3. Per-run parameters:" + ("" if per_run else " none."))
+    for s, rule, params in per_run:
+        lines.append(f"   - {s.name}, {rule}: " + ", ".join(f"`{k}={v}`" for k, v in params.items()))
+    lines += _profiler_footnotes(results)
     request = hook_request()
-    lines += ["3. Hook configuration (debughookconfig.json without LocalPath):", "", "```json",
+    lines += ["6. Hook configuration of the tensor runs (debughookconfig.json without LocalPath):", "", "```json",
               json.dumps(request, indent=1), "```", ""]
     if wrong:
         lines += ["## Wrong cells", ""]
@@ -90,28 +100,28 @@ def markdown(results: Results, *, generated: _dt.datetime | None = None) -> str:
     return "\n".join(lines)
 
 
-def _sweep(results: Results) -> list[str]:
-    """The seed sweep (`--seeds N`): healthy runs with other seeds, every rule at its defaults,
-    reported and not judged."""
-    sweep = [r.name for r in results.runs if not r.judged]
-    if not sweep:
+def _live_paragraph(results: Results) -> list[str]:
+    live = [c.run for c in results.cells if c.live and "@" not in c.run]
+    if not live:
         return []
-    lines = ["", "## Seed sweep (reported, not judged)", "",
-             f"The healthy runs trained again with {len(sweep) // 3 or len(sweep)} other seed(s) each, every rule with",
-             "the same parameters as on the healthy runs (SimilarAcrossRuns n/a: no partner run). A rule that",
-             "fires here cries wolf on healthy training as often as this table shows.", "",
-             "| run | rules that fired |", "|---|---|"]
-    for run in sweep:
-        fired = [c for c in results.cells if c.run == run and c.state in (FIRED, ERROR)]
-        text = "; ".join(f"{c.rule} ({c.state}: {c.details.split(': ', 1)[-1]})" for c in fired) or "none"
-        lines.append(f"| {run} | {text} |")
-    total = sum(1 for c in results.cells if c.run in sweep and c.state in (FIRED, ERROR))
-    lines += ["", f"{total} of {sum(1 for c in results.cells if c.run in sweep)} seed-sweep cells fired or errored."]
-    per_rule = {rule: sum(1 for c in results.cells if c.rule == rule and c.run in sweep and c.state in (FIRED, ERROR))
-                for rule in results.rules}
-    counts = [f"{rule} {n} of {len(sweep)}" for rule, n in per_rule.items() if n]
-    if counts:
-        lines.append(f"By rule: {', '.join(counts)} runs; every other rule stayed silent on all {len(sweep)}.")
+    return [f"StalledTrainingRule is evaluated live on {', '.join(live)} (and their held-out runs): it follows",
+            "the trial while the run trains, as a job's evaluator does, with its threshold scaled to these short",
+            f"runs (footnote 2): a healthy run that stalled would fire there, as the stalled run ({STALL_S:g} s) does.",
+            ""]
+
+
+def _profiler_footnotes(results: Results) -> list[str]:
+    if not results.profiler_rules:
+        return []
+    lines = ["4. Profiler rules, on every profiler run (healthy and fault alike):"]
+    for rule, params in PROFILER_PARAMETERS.items():
+        lines.append(f"   - {rule}: " + ", ".join(f"`{k}={v}`" for k, v in params.items()))
+    lines.append("   (the slow start must cross it within a short run: 6 s instead of the default 20 minutes; the "
+                 "healthy twins are judged with it too)")
+    lines += ["5. Profiled runs: profilerconfig.json's ProfilingParameters (plus LocalPath = the run's "
+              "profiler-output) and the hook's tensor config:", "", "```json",
+              json.dumps({"ProfilingParameters": dict(PROFILER_CONFIG)}, indent=1),
+              json.dumps(dict(HOOK_REQUEST), indent=1), "```"]
     return lines
 
 

@@ -64,21 +64,21 @@ def healthy_xgb(seed: int = 20) -> XgbSetup:
     return XgbSetup(seed=seed)
 
 
-def leaked_feature() -> XgbSetup:
-    return XgbSetup(seed=21, n=1500, rounds=40, logistic_noise=True, leak=True)
+def leaked_feature(seed: int = 21) -> XgbSetup:
+    return XgbSetup(seed=seed, n=1500, rounds=40, logistic_noise=True, leak=True)
 
 
-def deep_trees() -> XgbSetup:
-    return XgbSetup(seed=22, n=1500, rounds=40, logistic_noise=True, flip=0.2,
+def deep_trees(seed: int = 22) -> XgbSetup:
+    return XgbSetup(seed=seed, n=1500, rounds=40, logistic_noise=True, flip=0.2,
                     params={"max_depth": 10, "eta": 0.1, "min_child_weight": 0, "gamma": 0, "lambda": 0})
 
 
-def xgb_imbalance() -> XgbSetup:
-    return XgbSetup(seed=23, n=1500, rounds=40, logistic_noise=True, shift=25.0)
+def xgb_imbalance(seed: int = 23) -> XgbSetup:
+    return XgbSetup(seed=seed, n=1500, rounds=40, logistic_noise=True, shift=25.0)
 
 
-def xgb_overfit() -> XgbSetup:
-    return XgbSetup(seed=24, n=400, logistic_noise=True, flip=0.3,
+def xgb_overfit(seed: int = 24) -> XgbSetup:
+    return XgbSetup(seed=seed, n=400, logistic_noise=True, flip=0.3,
                     params={"max_depth": 8, "eta": 0.5, "min_child_weight": 0, "lambda": 0})
 
 

@@ -4,6 +4,7 @@ and the job's objects uploaded again when S3 lost them."""
 from __future__ import annotations
 
 import os
+import threading
 import time
 from pathlib import Path
 from typing import Any
@@ -33,18 +34,22 @@ def rels(changes: Any, watch: TreeWatch | None = None) -> list[str]:
 
 
 class CountingOs:
+    """Counts this thread's os.stat/os.scandir calls (the patch is process-wide: threads left
+    running by earlier tests of a full run, uploaders among them, call them too)."""
+
     def __init__(self, monkeypatch: pytest.MonkeyPatch) -> None:
         self.stats = self.scans = 0
         import launcher._watch as watch
 
         real_stat, real_scandir = os.stat, os.scandir
+        me = threading.get_ident()
 
         def stat(path: Any, *a: Any, **k: Any) -> Any:
-            self.stats += 1
+            self.stats += threading.get_ident() == me
             return real_stat(path, *a, **k)
 
         def scandir(path: Any) -> Any:
-            self.scans += 1
+            self.scans += threading.get_ident() == me
             return real_scandir(path)
 
         monkeypatch.setattr(watch.os, "stat", stat)

@@ -56,6 +56,11 @@ def training_at(home: Path, job: str, step: int) -> bool:
     return log.exists() and f"step {step} " in log.read_text(errors="replace")
 
 
+def training_done(home: Path, job: str) -> bool:
+    log = home / "jobs" / job / "logs" / "training.log"
+    return log.exists() and "done: " in log.read_text(errors="replace")
+
+
 def client_for(url: str) -> Any:
     return boto3.client("s3", endpoint_url=url, region_name="us-east-1",
                         aws_access_key_id="testing", aws_secret_access_key="testing")
@@ -119,12 +124,15 @@ def test_s3_killed_and_started_again_empty_mid_job_loses_nothing(tmp_path: Path)
     try:
         client = client_for(moto.url)
         client.create_bucket(Bucket="sdlocal")
-        proc = start_job(job, tmp_path, moto.url, "steps=400")
+        # the training stalls 20 s at step 200 (400 steps alone can end in half a second, before
+        # the evaluators' first status): S3 goes down while the training still runs
+        proc = start_job(job, tmp_path, moto.url, "steps=400", "stall-at-step=200", "stall-seconds=20")
         try:
             # down while the training writes and after the evaluators wrote their first statuses
             wait_until("step 60", lambda: training_at(tmp_path, job, 60))
             wait_until("a status", lambda: any(k.endswith("status.json")
                                                for k in objects(client, f"jobs/{job}/rule-output/")))
+            assert not training_done(tmp_path, job), "the training ended before the fault"
             moto.kill()
             time.sleep(3)
             moto.start()

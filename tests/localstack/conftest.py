@@ -9,6 +9,7 @@ from typing import Any
 
 import pytest
 
+from launcher.s3 import _pid_alive  # (as launcher/runtime and launcher/serve use it)
 from tests.conftest import in_ci
 from tests.docker.conftest import sdlocal_images  # noqa: F401 - the docker runtime test's images
 
@@ -18,16 +19,6 @@ START_TIMEOUT_S = 120  # LocalStack prints "Ready." in ~5 s; CI's 2 cores are sh
 
 
 LABEL, PID_LABEL = "sdlocal.test", "sdlocal.test.pid"
-
-
-def _pid_alive(pid: int) -> bool:
-    try:
-        os.kill(pid, 0)
-    except ProcessLookupError:
-        return False
-    except PermissionError:
-        return True
-    return True
 
 
 def _remove_orphans(client: Any) -> None:

@@ -128,10 +128,15 @@ def test_s3_killed_and_started_again_empty_mid_job_loses_nothing(tmp_path: Path)
         # the evaluators' first status): S3 goes down while the training still runs
         proc = start_job(job, tmp_path, moto.url, "steps=400", "stall-at-step=200", "stall-seconds=20")
         try:
-            # down while the training writes and after the evaluators wrote their first statuses
+            # down while the training writes, after the evaluators wrote their first statuses and
+            # after index files went up (so the events files of the uploader's first pass are in S3
+            # too: under load its first pass can start after step 60, and a kill before it would
+            # lose nothing)
             wait_until("step 60", lambda: training_at(tmp_path, job, 60))
             wait_until("a status", lambda: any(k.endswith("status.json")
                                                for k in objects(client, f"jobs/{job}/rule-output/")))
+            wait_until("index files in S3", lambda: any(k.startswith("index/")
+                                                        for k in objects(client, f"jobs/{job}/debug-output/")))
             assert not training_done(tmp_path, job), "the training ended before the fault"
             moto.kill()
             time.sleep(3)

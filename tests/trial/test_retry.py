@@ -230,7 +230,19 @@ def test_a_read_waits_for_a_real_moto_killed_and_started_again_empty() -> None:
         said: list[str] = []
         outages = _Outages()
         outages.listeners.append(said.append)
-        st = S3Storage("restart", "p", client=client, retry=Retry(RetryPolicy(total_s=30), outages=outages))
+        # the reader's pauses pass through `gate`: the test holds it while it makes the bucket and
+        # the object again, so no try falls between the two (it would find the key missing: an error)
+        gate = threading.Lock()
+        pausing = threading.Event()  # set while the reader is between two tries (not in one)
+
+        def pause(seconds: float) -> None:
+            pausing.set()
+            time.sleep(seconds)
+            with gate:
+                pausing.clear()
+
+        st = S3Storage("restart", "p", client=client,
+                       retry=Retry(RetryPolicy(total_s=30), sleep=pause, outages=outages))
         assert st.read("k") == b"before"
         moto.kill()
         got: list[bytes] = []
@@ -242,8 +254,10 @@ def test_a_read_waits_for_a_real_moto_killed_and_started_again_empty() -> None:
         moto.start()
         time.sleep(1.0)
         assert reader.is_alive()  # back, but empty: the bucket it saw before is waited for
-        client.create_bucket(Bucket="restart")
-        client.put_object(Bucket="restart", Key="p/k", Body=b"after")
+        with gate:
+            assert pausing.wait(30)  # no try in flight now, and the next one waits for the gate
+            client.create_bucket(Bucket="restart")
+            client.put_object(Bucket="restart", Key="p/k", Body=b"after")
         reader.join(30)
         assert got == [b"after"] and time.monotonic() - started < 30
         assert len(said) == 2 and "does not answer" in said[0] and "answers again" in said[1]

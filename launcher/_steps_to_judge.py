@@ -15,6 +15,7 @@ from collections.abc import Iterable, Mapping
 from pathlib import Path
 from typing import Any
 
+from evaluator.params import parse_str_list
 from hook._step_record import RECORD_NAME
 from launcher._collections import CollectionConfig, rule_default_collections
 from launcher.spec import RuleSpec
@@ -36,7 +37,7 @@ def rule_collections(rule: RuleSpec) -> list[str]:
     """The collections a rule reads: its `collection_names` parameter, else its defaults."""
     named = rule.parameters.get("collection_names")
     if named:
-        return [c.strip() for c in named.split(",") if c.strip()]
+        return list(parse_str_list(rule.name, "collection_names", named))  # as the evaluator reads it
     if rule.is_custom:
         return []
     return [c.name for c in rule_default_collections(rule.rule_to_invoke)]

@@ -166,7 +166,8 @@ def cli(debug: bool) -> None:
 @click.option("--training-user", metavar="UID[:GID]|root",
               help="docker: the training container's user (default: you, or uid 1000 when sdlocal runs as root; "
                    "`root` for an image that needs it).")
-@click.option("--json", "as_json", is_flag=True, help="Print the rule statuses as JSON.")
+@click.option("--json", "as_json", is_flag=True,
+              help="Print the rule statuses as JSON in the SDK's rule_job_summary() shape (as `summary --json`).")
 @click.pass_context
 def run(ctx: click.Context, spec_file: Path | None, entry_point: str | None, source_dir: Path | None,
         job_name: str | None, hyperparameters: tuple[tuple[str, str], ...], rules: tuple[str, ...],
@@ -237,7 +238,7 @@ def run(ctx: click.Context, spec_file: Path | None, entry_point: str | None, sou
     echo(describe_outcome(result.job_name, {"TrainingJobStatus": result.training_status,
                                             "SecondaryStatus": result.secondary_status,
                                             "FailureReason": result.failure_reason}) or "")
-    _print_statuses(result.statuses, as_json)
+    _print_statuses(_sdk_shape(result.statuses, result.job_name) if as_json else result.statuses, as_json)
     if result.stopped:
         ctx.exit(130)
     if result.training_failed:
@@ -264,12 +265,7 @@ def summary(job_name: str, s3_output_path: str | None, s3_endpoint_url: str | No
     if outcome:
         click.echo(outcome, err=True)
     rows = rule_job_summary(client, refs)
-    if as_json:  # the SDK's rule_job_summary(): DescribeTrainingJob's rule status entries, exactly
-        from launcher.s3 import REGION
-        from launcher.summary import sdk_summary
-
-        rows = sdk_summary(rows, job_name, os.environ.get("AWS_DEFAULT_REGION") or REGION)
-    _print_statuses(rows, as_json)
+    _print_statuses(_sdk_shape(rows, job_name) if as_json else rows, as_json)
 
 
 @cli.command()
@@ -519,6 +515,15 @@ def _add_images_group() -> None:
 
 
 _add_images_group()
+
+
+def _sdk_shape(rows: list[dict[str, Any]], job_name: str) -> list[dict[str, Any]]:
+    """The SDK's rule_job_summary(): DescribeTrainingJob's rule status entries, exactly (what
+    `run --json` and `summary --json` print)."""
+    from launcher.s3 import REGION
+    from launcher.summary import sdk_summary
+
+    return sdk_summary(rows, job_name, os.environ.get("AWS_DEFAULT_REGION") or REGION)
 
 
 def _print_statuses(rows: list[dict[str, Any]], as_json: bool) -> None:

@@ -120,19 +120,14 @@ def resolve_endpoint(
 ) -> S3Endpoint:
     env = os.environ if environ is None else environ
     has_credentials = credentials_present or (lambda: aws_credentials_present(env))
-    if flag:
-        check_endpoint_url(flag, "--s3-endpoint-url")
-    elif env.get("AWS_ENDPOINT_URL_S3"):
-        check_endpoint_url(env["AWS_ENDPOINT_URL_S3"], "AWS_ENDPOINT_URL_S3")
-    elif env.get("AWS_ENDPOINT_URL"):
-        check_endpoint_url(env["AWS_ENDPOINT_URL"], "AWS_ENDPOINT_URL")
-    # LocalStack and moto take any credentials: a custom endpoint without any gets dummy ones
-    if flag:
-        return S3Endpoint(flag, "flag", dummy_credentials=not has_credentials())
-    if env.get("AWS_ENDPOINT_URL_S3"):
-        return S3Endpoint(env["AWS_ENDPOINT_URL_S3"], "env", dummy_credentials=not has_credentials())
-    if env.get("AWS_ENDPOINT_URL"):  # LocalStack's way: one endpoint for every service
-        return S3Endpoint(env["AWS_ENDPOINT_URL"], "env-global", dummy_credentials=not has_credentials())
+    # the first endpoint given wins; AWS_ENDPOINT_URL is LocalStack's way: one endpoint for every service
+    given = ((flag, "flag", "--s3-endpoint-url"), (env.get("AWS_ENDPOINT_URL_S3"), "env", "AWS_ENDPOINT_URL_S3"),
+             (env.get("AWS_ENDPOINT_URL"), "env-global", "AWS_ENDPOINT_URL"))
+    for url, source, where in given:
+        if url:
+            check_endpoint_url(url, where)
+            # LocalStack and moto take any credentials: a custom endpoint without any gets dummy ones
+            return S3Endpoint(url, source, dummy_credentials=not has_credentials())
     if has_credentials():
         return S3Endpoint(None, "aws")
     server = (embedded or EmbeddedS3(sdlocal_home(env))).ensure()

@@ -53,7 +53,7 @@ def _run_job(runtime: str, steps: int, endpoint: str, home: Path, s3: Any, docke
              params: list[str]) -> dict[str, Any]:
     job = f"bench-{runtime}-{uuid.uuid4().hex[:6]}"
     env = {**os.environ, "SDLOCAL_HOME": str(home)}
-    cmd = [sys.executable, "-m", "launcher", "run", "examples/job.yaml", "--job-name", job, "-p", f"steps={steps}",
+    cmd = [sys.executable, "-m", "sdlocal", "run", "examples/job.yaml", "--job-name", job, "-p", f"steps={steps}",
            "--runtime", runtime, "--s3-endpoint-url", endpoint, "--json"]
     for param in params:
         cmd += ["-p", param]

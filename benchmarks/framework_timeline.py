@@ -11,7 +11,7 @@ Two measurements, both in every run:
    machine hit both sides of a pair alike, so this resolves a few µs per step. Done twice: without
    a hook config (what profiling costs a job that saves no tensor) and with the SDK's default
    DebugHookConfig (what it adds on top of Debugger's zero-code hook).
-2. Separate processes under `python -m hook.run`, the variants below; per run the timed steps'
+2. Separate processes under `python -m sdlocal.hook.run`, the variants below; per run the timed steps'
    wall time, training-thread and process CPU time (the writer thread included) per step.
 
 Variants (no debughookconfig.json in any of them, so the baseline runs no hook at all):
@@ -52,7 +52,7 @@ if __package__ in (None, ""):  # run as a script: make `benchmarks.*` importable
 
 from benchmarks.errors import BenchmarkError  # noqa: E402
 from benchmarks.settings import DEFAULT_RESULTS_DIR, REPO_ROOT, WORKERS  # noqa: E402
-from trial.profiler import ProfilerReader  # noqa: E402
+from sdlocal.trial.profiler import ProfilerReader  # noqa: E402
 
 PINNED_MALLOC = {"MALLOC_MMAP_THRESHOLD_": str(64 << 20), "MALLOC_TRIM_THRESHOLD_": str(256 << 20)}
 VARIANTS = ("off", "default", "framework-profile")
@@ -89,7 +89,7 @@ def run_once(model: str, variant: str, steps: int, warmup: int, work: Path) -> d
                SMPROFILER_CONFIG_PATH=str(run_dir / "profilerconfig.json"), SM_CURRENT_HOST="algo-1")
     if config is not None:
         (run_dir / "profilerconfig.json").write_text(json.dumps(config))
-    cmd = [sys.executable, "-m", "hook.run", str(WORKERS / "timeline_train.py"), "--model", model,
+    cmd = [sys.executable, "-m", "sdlocal.hook.run", str(WORKERS / "timeline_train.py"), "--model", model,
            "--steps", str(steps), "--warmup", str(warmup)]
     try:
         proc = subprocess.run(cmd, env=env, cwd=run_dir, capture_output=True, text=True, timeout=900)

@@ -98,7 +98,7 @@ def run_once(root: Path, steps: int, moto: MotoProcess, client: object, tmp: Pat
     env = {**os.environ, "SDLOCAL_HOME": str(tmp / "home"), "SDLOCAL_RUNTIME": "process",
            "PYTHONPATH": str(root), "AWS_ACCESS_KEY_ID": "bench", "AWS_SECRET_ACCESS_KEY": "bench"}
     env.pop("AWS_ENDPOINT_URL_S3", None)
-    proc = subprocess.Popen([sys.executable, "-m", "launcher", "run", str(spec), "--job-name", job_name,
+    proc = subprocess.Popen([sys.executable, "-m", "sdlocal", "run", str(spec), "--job-name", job_name,
                              "--s3-endpoint-url", moto.url, "--work-dir", str(job_dir)],
                             cwd=root, env=env, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
     rss: list[tuple[float, float]] = []

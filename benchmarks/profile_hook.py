@@ -40,7 +40,7 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--top", type=int, default=25)
     args = parser.parse_args(argv)
 
-    from hook import _async_writer
+    from sdlocal.hook import _async_writer
 
     writer_profile = cProfile.Profile()
     original_run = _async_writer.AsyncWriter._run

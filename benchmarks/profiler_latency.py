@@ -3,8 +3,8 @@ Target: within 2 s.
 
     python benchmarks/profiler_latency.py [--rounds 10] [--poll-interval 1.0] [--quick]
 
-The embedded S3 runs as `sdlocal run` runs it (`python -m launcher._s3_server`, its own process);
-`python -m evaluator` runs as a job's evaluator does, with `SDLOCAL_POLL_INTERVAL_S` = sdlocal
+The embedded S3 runs as `sdlocal run` runs it (`python -m sdlocal.launcher.s3.server`, its own process);
+`python -m sdlocal.evaluator` runs as a job's evaluator does, with `SDLOCAL_POLL_INTERVAL_S` = sdlocal
 run's default (1.0 s). This script plays the sampler, the hook and the platform: it writes system
 files (500 ms samples, a file closed every second) and trace files, and uploads each closed file
 at once. Each round starts healthy; then comes the fault, and the latency is the time from the
@@ -44,8 +44,14 @@ if str(REPO) not in sys.path:
 
 import boto3  # noqa: E402
 
-from trial.profiler import Sample, SystemMetricsWriter, TraceWriter  # noqa: E402
-from trial.profiler.names import CPU_TYPE, CPU_UTILIZATION, GPU_MEMORY_UTILIZATION, GPU_TYPE, GPU_UTILIZATION  # noqa: E402
+from sdlocal.trial.profiler import Sample, SystemMetricsWriter, TraceWriter  # noqa: E402
+from sdlocal.trial.profiler.names import (  # noqa: E402
+    CPU_TYPE,
+    CPU_UTILIZATION,
+    GPU_MEMORY_UTILIZATION,
+    GPU_TYPE,
+    GPU_UTILIZATION,
+)  # noqa: E402
 
 BUCKET = "bench"
 STATUS_READ_S = 0.02
@@ -60,7 +66,7 @@ def free_port() -> int:
 
 def start_s3() -> tuple[subprocess.Popen[bytes], str]:
     port = free_port()
-    proc = subprocess.Popen([sys.executable, "-m", "launcher._s3_server", "--port", str(port)], cwd=REPO,
+    proc = subprocess.Popen([sys.executable, "-m", "sdlocal.launcher.s3.server", "--port", str(port)], cwd=REPO,
                             stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
     url = f"http://127.0.0.1:{port}"
     deadline = time.monotonic() + 60
@@ -97,7 +103,7 @@ class Round:
             "SDLOCAL_PROFILER_OUTPUT": f"s3://{BUCKET}/{self.prefix}/profiler-output",
             "SDLOCAL_RULE_OUTPUT": f"s3://{BUCKET}/{self.prefix}/rule-output/R",
         })
-        self.proc = subprocess.Popen([sys.executable, "-m", "evaluator"], cwd=REPO, env=env,
+        self.proc = subprocess.Popen([sys.executable, "-m", "sdlocal.evaluator"], cwd=REPO, env=env,
                                      stdout=subprocess.DEVNULL, stderr=subprocess.PIPE)
         self.started = time.monotonic()
         self.cpu_at_start = 0.0

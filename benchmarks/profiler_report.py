@@ -23,7 +23,7 @@ REPO = Path(__file__).resolve().parent.parent
 if str(REPO) not in sys.path:
     sys.path.insert(0, str(REPO))
 
-from evaluator.reports import (  # noqa: E402
+from sdlocal.evaluator.reports import (  # noqa: E402
     JobSummary,
     ProfilerReportInput,
     RuleReport,

@@ -25,12 +25,12 @@ REPO = Path(__file__).resolve().parent.parent
 if str(REPO) not in sys.path:
     sys.path.insert(0, str(REPO))
 
-from launcher.job import RunOptions, run_job  # noqa: E402
-from launcher.platform import JobDir  # noqa: E402
-from launcher.runtime import ProcessRuntime  # noqa: E402
-from launcher.s3 import S3Endpoint  # noqa: E402
-from launcher.spec import JobSpec  # noqa: E402
-from launcher.sysmetrics import LIVE_CLOSE_INTERVAL_S  # noqa: E402
+from sdlocal.launcher.job.run import RunOptions, run_job  # noqa: E402
+from sdlocal.launcher.jobdir.folder import JobDir  # noqa: E402
+from sdlocal.launcher.runtime import ProcessRuntime  # noqa: E402
+from sdlocal.launcher.s3.endpoint import S3Endpoint  # noqa: E402
+from sdlocal.launcher.sampler.sampler import LIVE_CLOSE_INTERVAL_S  # noqa: E402
+from sdlocal.launcher.spec.model import JobSpec  # noqa: E402
 
 
 def _moto() -> tuple[Any, str]:

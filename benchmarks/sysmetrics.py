@@ -28,7 +28,7 @@ REPO = Path(__file__).resolve().parent.parent
 if str(REPO) not in sys.path:
     sys.path.insert(0, str(REPO))
 
-from launcher.sysmetrics import (  # noqa: E402
+from sdlocal.launcher.sampler.sampler import (  # noqa: E402
     Collector,
     CompositeCollector,
     ContainerCollector,
@@ -36,7 +36,7 @@ from launcher.sysmetrics import (  # noqa: E402
     SystemSampler,
     open_gpu_collector,
 )
-from trial.profiler import ProfilerReader, SystemMetricsWriter  # noqa: E402
+from sdlocal.trial.profiler import ProfilerReader, SystemMetricsWriter  # noqa: E402
 
 
 def _process_cpu() -> float:
@@ -104,7 +104,7 @@ def main(argv: list[str] | None = None) -> int:
     collectors.append(("host" + ("" if gpu is None else " + NVML"), host))
     container = None
     if args.docker:
-        from launcher.images import evaluator_image
+        from sdlocal.launcher.images.build import evaluator_image
 
         container = _container(evaluator_image())
         container.reload()

@@ -1,7 +1,7 @@
 """The hook configuration of every detection run, built as `sdlocal run` builds it.
 
 `sdlocal run` merges the default collections of the job's built-in rules into the request's
-CollectionConfigurations (launcher/_collections.py). A detection run stands for a job with ALL
+CollectionConfigurations (launcher/spec/collection_configs.py). A detection run stands for a job with ALL
 built-in rules attached, so it gets all their defaults, plus a short `save_interval` in
 HookParameters (which, as under `sdlocal run`, replaces the rules' `save_interval=500`), plus the
 explicit entry a user would add where a rule default's regex names another framework's tensor
@@ -13,9 +13,13 @@ from collections.abc import Iterable, Mapping
 from pathlib import Path
 from typing import Any
 
-from evaluator.registry import BUILTIN_RULES
-from hook.config import HookConfig
-from launcher._collections import CollectionConfig, merge_collections, rule_default_collections
+from sdlocal.evaluator.registry import BUILTIN_RULES
+from sdlocal.hook.config import HookConfig
+from sdlocal.launcher.spec.collection_configs import (
+    CollectionConfig,
+    merge_collections,
+    rule_default_collections,
+)
 
 # Every built-in Debugger rule of rules.md that PyTorch runs are judged by (XGBoost runs: detection.xgb).
 EXPECTED_RULES: tuple[str, ...] = (
@@ -29,7 +33,7 @@ SAVE_INTERVAL = "1"
 
 # Collections a user adds explicitly (CollectionConfigurations) so that rules whose defaults
 # (smdebug_rulesconfig) name an MXNet-style regex see this PyTorch model's data. (labels,
-# predictions, tanh_input and sigmoid_input come with the rules' defaults: launcher/_collections.py.)
+# predictions, tanh_input and sigmoid_input come with the rules' defaults: launcher/spec/collection_configs.py.)
 USER_COLLECTIONS: tuple[CollectionConfig, ...] = (
     CollectionConfig("input_image", {"include_regex": "^ConvNet_input_0$"}),
 )

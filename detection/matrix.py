@@ -1,5 +1,5 @@
 """Train every scenario, then evaluate every built-in rule on every run through
-`evaluator.api.evaluate_trial` (what `sdlocal evaluate` runs) and collect the matrix."""
+`sdlocal.evaluator.api.evaluate_trial` (what `sdlocal evaluate` runs) and collect the matrix."""
 from __future__ import annotations
 
 import shutil
@@ -15,8 +15,8 @@ from detection.hookconfig import EXPECTED_RULES, missing_rules, present_rules
 from detection.scenarios import SCENARIOS, Scenario
 from detection.training import Setup, train
 from detection.xgb import XGBOOST_RULES, XgbSetup, train_xgb
-from evaluator.api import evaluate_trial
-from evaluator.status import RuleStatus, Status
+from sdlocal.evaluator.api import evaluate_trial
+from sdlocal.evaluator.status import RuleStatus, Status
 
 # Parameters a user must give these rules on ANY run to point them at the data (they have no
 # default for it): used on healthy and fault runs alike, listed in the matrix footnotes.

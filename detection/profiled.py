@@ -2,12 +2,12 @@
 
 A run is laid out as a job's S3 prefix: `<run>/debug-output/` (the hook's tensors) and
 `<run>/profiler-output/` (`system/` from the platform's sampler, `framework/` from the hook's
-timeline), and produced as `sdlocal run`'s process runtime produces them (launcher/lifecycle.py):
+timeline), and produced as `sdlocal run`'s process runtime produces them (launcher/job/lifecycle.py):
 
 - the hook reads a profilerconfig.json (`PROFILER_CONFIG` + LocalPath = the profiler-output
   folder) and records the framework timeline (steps, forward, backward) at every step, and the
   data loader's events (DataloaderProfilingConfig over the whole run);
-- the system sampler of launcher/sysmetrics.py (`make_sampler`, the host's /proc, NVML when
+- the system sampler of launcher/sampler/sampler.py (`make_sampler`, the host's /proc, NVML when
   there is a GPU) samples every ProfilingIntervalInMilliseconds into 1-second files
   (LIVE_CLOSE_INTERVAL_S), started before the training loop, stopped (last file closed) after it;
 - then the end markers `system/training_job_end.ts` and `framework/training_job_end.ts`.
@@ -37,13 +37,13 @@ from torch.utils.data import DataLoader, Sampler, TensorDataset
 from detection import models
 from detection.errors import DetectionError
 from detection.hookconfig import hook_config
-from hook import _timeline
-from hook.profiler_config import ProfilerConfig
-from hook.pytorch import Hook
-from launcher._procfs import parse_stat
-from launcher.sysmetrics import LIVE_CLOSE_INTERVAL_S, CollectorUnavailable, make_sampler
-from trial.modes import ModeKeys
-from trial.profiler.names import FRAMEWORK_END_MARKER, SYSTEM_END_MARKER
+from sdlocal.hook import _timeline
+from sdlocal.hook.profiler_config import ProfilerConfig
+from sdlocal.hook.pytorch import Hook
+from sdlocal.launcher.sampler.procfs import parse_stat
+from sdlocal.launcher.sampler.sampler import LIVE_CLOSE_INTERVAL_S, CollectorUnavailable, make_sampler
+from sdlocal.trial.modes import ModeKeys
+from sdlocal.trial.profiler.names import FRAMEWORK_END_MARKER, SYSTEM_END_MARKER
 
 INTERVAL_MS = 500  # SageMaker's default ProfilingIntervalInMilliseconds
 # profilerconfig.json's ProfilingParameters (LocalPath added per run): the framework timeline

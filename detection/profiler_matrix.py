@@ -1,6 +1,6 @@
 """The profiler rules' part of the matrix: every profiler rule on real profiled CPU trainings
 (detection.profiled) and on recorded system-metric streams with GPU faults (detection.recorded),
-through `evaluator.api.evaluate_trial`, as `sdlocal evaluate` runs them on a finished job."""
+through `sdlocal.evaluator.api.evaluate_trial`, as `sdlocal evaluate` runs them on a finished job."""
 from __future__ import annotations
 
 import json
@@ -14,8 +14,8 @@ from typing import Any
 
 from detection import profiled, recorded
 from detection.matrix import BUDGET, ERROR, FIRED, NO_DATA, SILENT, Cell, Results, RunInfo
-from evaluator.api import evaluate_trial
-from evaluator.status import Status
+from sdlocal.evaluator.api import evaluate_trial
+from sdlocal.evaluator.status import Status
 
 PROFILER_RULES: tuple[str, ...] = (
     "StepOutlier", "MaxInitializationTime", "Dataloader", "CPUBottleneck", "IOBottleneck", "BatchSize",

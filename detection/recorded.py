@@ -1,6 +1,6 @@
 """Recorded system-metric streams with known GPU faults (no GPU is lent to the detection suite).
 
-Each stream is written through `trial.profiler.SystemMetricsWriter`, so its files are SageMaker's
+Each stream is written through `sdlocal.trial.profiler.SystemMetricsWriter`, so its files are SageMaker's
 own format and layout (`system/incremental/<hour>/<start>.algo-1.json`, one file a minute, as the
 platform's sampler writes them), for one node with 4 CPU cores and 4 GPUs sampled every 500 ms,
 1,200 instants (10 minutes: past the GPU rules' default patience of 1,000 datapoints), then the
@@ -25,8 +25,8 @@ from pathlib import Path
 
 import numpy as np
 
-from trial.profiler import Sample, SystemMetricsWriter
-from trial.profiler.names import FRAMEWORK_END_MARKER
+from sdlocal.trial.profiler import Sample, SystemMetricsWriter
+from sdlocal.trial.profiler.names import FRAMEWORK_END_MARKER
 
 START_S = 1_767_225_600.0  # 2026-01-01 00:00:00 UTC: the streams' first instant
 INTERVAL_S = 0.5

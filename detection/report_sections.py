@@ -50,7 +50,7 @@ def profiler_section(results: Results) -> list[str]:
         "  files) started with the training, then the end markers: what `sdlocal run`'s process runtime leaves",
         "  in `profiler-output/` (detection/profiled.py). No GPU here: the GPU rules read no data on them (–).",
         "- **recorded** (`rec_*`, marked *recorded*): system-metric streams with known GPU faults, written",
-        "  through `trial.profiler.SystemMetricsWriter` in SageMaker's format (4 cores, 4 GPUs, 500 ms,",
+        "  through `sdlocal.trial.profiler.SystemMetricsWriter` in SageMaker's format (4 cores, 4 GPUs, 500 ms,",
         "  1,200 instants; detection/recorded.py). No GPU is lent to this suite: they stand for GPU jobs.",
         "",
         f"Healthy twins ({healthy}): no profiler rule may fire, every rule at its defaults except",

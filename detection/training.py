@@ -11,8 +11,8 @@ import torch
 from torch import nn
 
 from detection.hookconfig import hook_config
-from hook.pytorch import Hook
-from trial.modes import ModeKeys
+from sdlocal.hook.pytorch import Hook
+from sdlocal.trial.modes import ModeKeys
 
 Batch = tuple[torch.Tensor, torch.Tensor]
 

@@ -93,8 +93,8 @@ def train_xgb(setup: XgbSetup, trial_dir: Path, request: Mapping[str, Any] | Non
     a script would); returns the first/last train logloss and the last validation logloss."""
     import xgboost as xgb
 
-    from hook.config import HookConfig
-    from hook.xgboost import Hook
+    from sdlocal.hook.config import HookConfig
+    from sdlocal.hook.xgboost import Hook
 
     (x, y), (xv, yv) = data(setup)
     dtrain, dval = xgb.DMatrix(x, label=y), xgb.DMatrix(xv, label=yv)

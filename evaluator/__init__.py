@@ -1,22 +1,22 @@
 """The rule side of sdlocal: smdebug-compatible rules, the built-in rules, and the evaluator loop
 that runs one rule against one (live) trial and reports SageMaker's rule statuses.
 
-`python -m evaluator` runs one rule for one job from the environment contract (contract.py);
-`evaluator.api.evaluate_trial` evaluates a finished trial in-process.
+`python -m sdlocal.evaluator` runs one rule for one job from the environment contract (contract.py);
+`sdlocal.evaluator.api.evaluate_trial` evaluates a finished trial in-process.
 """
 from __future__ import annotations
 
-from evaluator.errors import (
+from sdlocal.evaluator.errors import (
     ContractError,
     CustomRuleError,
     EvaluatorError,
     RuleParameterError,
     UnknownRuleError,
 )
-from evaluator.profiler_rule import ProfilerRule
-from evaluator.profiler_trial import ProfilerTrial
-from evaluator.rule import RequiredTensors, Rule, Verdict
-from evaluator.status import RuleStatus, Status, read_status, write_status
+from sdlocal.evaluator.profiler_rule import ProfilerRule
+from sdlocal.evaluator.profiler_trial import ProfilerTrial
+from sdlocal.evaluator.rule import RequiredTensors, Rule, Verdict
+from sdlocal.evaluator.status import RuleStatus, Status, read_status, write_status
 
 __all__ = [
     "ContractError",

@@ -1,4 +1,4 @@
-"""`python -m evaluator`: run ONE rule for ONE job, configured by the environment contract of
+"""`python -m sdlocal.evaluator`: run ONE rule for ONE job, configured by the environment contract of
 docs/design.md; writes `<SDLOCAL_RULE_OUTPUT>/status.json` whenever the status changes.
 Exit 0 on IssuesFound/NoIssuesFound/Stopped, 1 on Error, 2 when the contract is incomplete
 and there is nowhere to write a status.
@@ -25,14 +25,14 @@ import threading
 from collections.abc import Mapping
 from typing import TextIO
 
-from evaluator.actions import sns_client_factory
-from evaluator.api import run_rule
-from evaluator.contract import EvaluatorEnv
-from evaluator.errors import ContractError
-from evaluator.status import RuleStatus, Status, client_error_details, fake_job_arn, write_status
-from evaluator.watchdog import RuleWatchdog, exit_after_status, install
-from trial.errors import TrialError
-from trial.storage import open_storage
+from sdlocal.evaluator.actions import sns_client_factory
+from sdlocal.evaluator.api import run_rule
+from sdlocal.evaluator.contract import EvaluatorEnv
+from sdlocal.evaluator.errors import ContractError
+from sdlocal.evaluator.status import RuleStatus, Status, client_error_details, fake_job_arn, write_status
+from sdlocal.evaluator.watchdog import RuleWatchdog, exit_after_status, install
+from sdlocal.trial.errors import TrialError
+from sdlocal.trial.storage import open_storage
 
 _OK = (Status.ISSUES_FOUND, Status.NO_ISSUES_FOUND, Status.STOPPED)
 

@@ -28,9 +28,9 @@ from collections.abc import Callable, Iterable
 from dataclasses import asdict, dataclass
 from typing import Any
 
-from evaluator.errors import RuleParameterError
-from evaluator.status import RuleStatus, Status
-from trial.storage import Storage
+from sdlocal.evaluator.errors import RuleParameterError
+from sdlocal.evaluator.status import RuleStatus, Status
+from sdlocal.trial.storage import Storage
 
 STOP_TRAINING = "stoptraining"
 EMAIL = "email"
@@ -40,7 +40,7 @@ SNS_TOPIC_NAME = "SMDebugRules"
 STOP_REQUEST_KEY = "actions/stop-training.json"
 RESULTS_KEY = "actions/results.json"
 
-logger = logging.getLogger("evaluator.actions")
+logger = logging.getLogger("sdlocal.evaluator.actions")
 
 
 @dataclass(frozen=True)

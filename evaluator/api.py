@@ -1,8 +1,8 @@
-"""Running one rule against one trial: the code shared by `python -m evaluator` (a job's live
+"""Running one rule against one trial: the code shared by `python -m sdlocal.evaluator` (a job's live
 trial) and `sdlocal evaluate` (`evaluate_trial`, a finished trial).
 
 A tensor rule reads the debug-output trial; a profiler rule (its class's `kind`) reads the job's
-profiler-output through an `evaluator.profiler_trial.ProfilerTrial`, finishes at the end markers
+profiler-output through an `sdlocal.evaluator.profiler_trial.ProfilerTrial`, finishes at the end markers
 of either output, and writes its JSON reports (and ProfilerReport's HTML) into the rule-output
 (`report_output`)."""
 from __future__ import annotations
@@ -15,19 +15,19 @@ from collections.abc import Callable, Mapping
 from pathlib import Path
 from typing import Any
 
-from evaluator import watchdog
-from evaluator.actions import ActionRunner, merge_actions, parse_actions
-from evaluator.contract import RuleRequest
-from evaluator.errors import ContractError, CustomRuleError, EvaluatorError
-from evaluator.loop import StatusCallback, evaluate
-from evaluator.profiler_trial import ProfilerTrial
-from evaluator.registry import get_rule_class, instantiate_rule, load_custom_rule, rule_kind
-from evaluator.report_files import ReportSink
-from evaluator.rule import PROFILER, Rule
-from evaluator.status import RuleStatus, Status, client_error_details, fake_job_arn
-from trial import create_trial
-from trial.errors import TrialError
-from trial.storage import Storage, open_storage, parse_s3_uri
+from sdlocal.evaluator import watchdog
+from sdlocal.evaluator.actions import ActionRunner, merge_actions, parse_actions
+from sdlocal.evaluator.contract import RuleRequest
+from sdlocal.evaluator.errors import ContractError, CustomRuleError, EvaluatorError
+from sdlocal.evaluator.loop import StatusCallback, evaluate
+from sdlocal.evaluator.profiler_trial import ProfilerTrial
+from sdlocal.evaluator.registry import get_rule_class, instantiate_rule, load_custom_rule, rule_kind
+from sdlocal.evaluator.report_files import ReportSink
+from sdlocal.evaluator.rule import PROFILER, Rule
+from sdlocal.evaluator.status import RuleStatus, Status, client_error_details, fake_job_arn
+from sdlocal.trial import create_trial
+from sdlocal.trial.errors import TrialError
+from sdlocal.trial.storage import Storage, open_storage, parse_s3_uri
 
 DEBUG_END_MARKER = "training_job_end.ts"
 
@@ -162,7 +162,7 @@ def run_rule(
                                   output=action_output, sns_client=sns_client or _no_sns)
             callback = _chain(on_status, runner.on_status)
         elif actions:
-            logging.getLogger("evaluator.actions").info(
+            logging.getLogger("sdlocal.evaluator.actions").info(
                 "Actions (%s) are not run here: no job to act on", ", ".join(a.name for a in actions))
         return evaluate(
             trial,

@@ -8,10 +8,10 @@ import re
 from collections.abc import Mapping
 from dataclasses import dataclass, field
 
-from evaluator.actions import parse_actions
-from evaluator.errors import ContractError, RuleParameterError
-from evaluator.params import parse_int, parse_str_list
-from evaluator.watchdog import DEFAULT_RULE_TIMEOUT_S
+from sdlocal.evaluator.actions import parse_actions
+from sdlocal.evaluator.errors import ContractError, RuleParameterError
+from sdlocal.evaluator.params import parse_int, parse_str_list
+from sdlocal.evaluator.watchdog import DEFAULT_RULE_TIMEOUT_S
 
 RESERVED_PARAMETERS = frozenset(
     {"rule_to_invoke", "source_s3_uri", "other_trials", "action_json", "start_step", "end_step"}

@@ -1,5 +1,5 @@
-"""`python -m evaluator.isolated REQUEST.json STATUS.json`: `evaluate_trial` in a process of its own,
-for `sdlocal evaluate` (launcher/_evaluate.py).
+"""`python -m sdlocal.evaluator.isolated REQUEST.json STATUS.json`: `evaluate_trial` in a process of its own,
+for `sdlocal evaluate` (launcher/job/evaluate.py).
 
 A custom rule runs user code: a process of its own keeps a rule that calls `os._exit`, crashes the
 interpreter or never returns from taking the CLI down with it silently. REQUEST.json holds
@@ -18,9 +18,9 @@ import threading
 from pathlib import Path
 from typing import Any
 
-from evaluator.api import evaluate_trial
-from evaluator.status import RuleStatus, Status, client_error_details, fake_job_arn
-from evaluator.watchdog import RuleWatchdog, exit_after_status, install
+from sdlocal.evaluator.api import evaluate_trial
+from sdlocal.evaluator.status import RuleStatus, Status, client_error_details, fake_job_arn
+from sdlocal.evaluator.watchdog import RuleWatchdog, exit_after_status, install
 
 _OK = (Status.ISSUES_FOUND, Status.NO_ISSUES_FOUND)
 
@@ -39,7 +39,7 @@ def main(argv: list[str]) -> int:
         status_path = Path(argv[1])
         timeout = float(request.pop("rule_timeout_s"))
     except (IndexError, OSError, ValueError, KeyError, TypeError) as exc:
-        print(f"evaluator: usage: python -m evaluator.isolated REQUEST.json STATUS.json ({exc})", file=sys.stderr)
+        print(f"evaluator: usage: python -m sdlocal.evaluator.isolated REQUEST.json STATUS.json ({exc})", file=sys.stderr)
         return 2
     name = request.get("rule_configuration_name") or request["rule_name"]
     arn = fake_job_arn(request.get("job_name", "local"), name)

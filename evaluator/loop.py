@@ -1,7 +1,7 @@
 """The evaluator loop: follow a (live) job, judge what is new on every poll, and turn verdicts
 into SageMaker rule statuses. One driver (`_drive`) for both kinds of rule; what it iterates is a
 source: the tensor steps of the debug-output trial (`_StepSource`, tensor rules) or windows of
-time of the profiler-output (`evaluator.windows.WindowSource`, profiler rules). Clock and sleep
+time of the profiler-output (`sdlocal.evaluator.windows.WindowSource`, profiler rules). Clock and sleep
 are injected; every wait has a deadline.
 
 Statuses reported through `on_status`: InProgress first; IssuesFound as soon as the rule fires
@@ -32,10 +32,10 @@ import time
 from collections.abc import Callable
 from typing import Any, Protocol
 
-from evaluator.rule import Rule, Verdict, as_verdict
-from evaluator.status import RuleStatus, Status, client_error_details, condition_met_details
-from trial.errors import MissingCollectionFiles
-from trial.refresh import no_refresh
+from sdlocal.evaluator.rule import Rule, Verdict, as_verdict
+from sdlocal.evaluator.status import RuleStatus, Status, client_error_details, condition_met_details
+from sdlocal.trial.errors import MissingCollectionFiles
+from sdlocal.trial.refresh import no_refresh
 
 NO_DEBUG_DATA = (
     "No debugging data was saved by the training job. Check that the debugger hook was configured "
@@ -52,7 +52,7 @@ def _nothing_evaluated_for_want_of(rule: Rule, trial: Any) -> str | None:
     was checked (a typo, a collection not in the hook's configuration). A rule's default
     collections missing from a trial stay silent, by design (their tests say so). SageMaker's rules end Error
     when their data is missing ("No debugging data was saved ..."); so does this one."""
-    from evaluator.rules._select import unsaved_collections
+    from sdlocal.evaluator.rules._select import unsaved_collections
 
     report = getattr(rule, "report", None)
     if not isinstance(report, dict) or report.get("Datapoints", 1) != 0:
@@ -300,8 +300,8 @@ def evaluate(
     before the final status (module docstring).
 
     Profiler rules (`rule.kind == "profiler"`; `trial` is then an
-    `evaluator.profiler_trial.ProfilerTrial`): consecutive windows of time (evaluator/windows.py);
-    `reports` (an `evaluator.report_files.ReportSink`, optional) receives the rule's JSON reports
+    `sdlocal.evaluator.profiler_trial.ProfilerTrial`): consecutive windows of time (evaluator/windows.py);
+    `reports` (an `sdlocal.evaluator.report_files.ReportSink`, optional) receives the rule's JSON reports
     while it runs and once more at the end.
 
     `assume_ended` treats the trial as finished even without its end marker (`sdlocal evaluate`
@@ -312,7 +312,7 @@ def evaluate(
     reporter.report()
     source: Source
     if getattr(rule, "kind", None) == "profiler":
-        from evaluator.windows import WindowSource
+        from sdlocal.evaluator.windows import WindowSource
 
         source = WindowSource(trial, rule, assume_ended=assume_ended, reports=reports)  # type: ignore[arg-type]
     else:

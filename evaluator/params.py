@@ -6,8 +6,8 @@ from __future__ import annotations
 import math
 from collections.abc import Iterable
 
-from evaluator.errors import RuleParameterError
-from trial.modes import ModeKeys, to_mode
+from sdlocal.evaluator.errors import RuleParameterError
+from sdlocal.trial.modes import ModeKeys, to_mode
 
 _TRUE = frozenset({"true", "1", "yes"})
 _FALSE = frozenset({"false", "0", "no"})

@@ -2,7 +2,7 @@
 
 A profiler rule judges windows of time of the job's profiler data instead of tensor steps:
 
-    from evaluator import ProfilerRule
+    from sdlocal.evaluator import ProfilerRule
 
     class SlowSteps(ProfilerRule):
         streams = frozenset({"framework"})          # what it reads: "system", "framework" (default both)
@@ -15,8 +15,8 @@ A profiler rule judges windows of time of the job's profiler data instead of ten
             steps = self.base_trial.framework.steps(mode="TRAIN", start_us=start_us, end_us=end_us)
             return bool((steps.duration_us > self.threshold_us).any())
 
-`base_trial` is an `evaluator.profiler_trial.ProfilerTrial` (`.system`, `.framework`: the
-`trial.profiler` reader's data, queried by window; `get_system_metrics`/`get_framework_metrics`
+`base_trial` is an `sdlocal.evaluator.profiler_trial.ProfilerTrial` (`.system`, `.framework`: the
+`sdlocal.trial.profiler` reader's data, queried by window; `get_system_metrics`/`get_framework_metrics`
 as smdebug's ProfilerTrial). Windows are consecutive, half-open `[start_us, end_us)` in epoch µs,
 each judged once, in order: they start at the first timestamp of the rule's streams, are at most
 `scan_interval_us` long, and while training runs they end at the data horizon (the newest time
@@ -39,9 +39,9 @@ from __future__ import annotations
 from collections.abc import Iterable
 from typing import Any, ClassVar
 
-from evaluator.params import parse_int
-from evaluator.profiler_trial import STREAMS, ProfilerTrial
-from evaluator.rule import PROFILER, Rule, Verdict
+from sdlocal.evaluator.params import parse_int
+from sdlocal.evaluator.profiler_trial import STREAMS, ProfilerTrial
+from sdlocal.evaluator.rule import PROFILER, Rule, Verdict
 
 # SageMaker's default scan interval (smdebug_rulesconfig's `scan_interval_us`): the longest window.
 DEFAULT_SCAN_INTERVAL_US = 60_000_000

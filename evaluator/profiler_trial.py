@@ -1,5 +1,5 @@
 """ProfilerTrial: what a profiler rule reads (its `base_trial`), a job's profiler-output seen
-through `trial.profiler.ProfilerReader`, and the data horizon the evaluator loop cuts windows at.
+through `sdlocal.trial.profiler.ProfilerReader`, and the data horizon the evaluator loop cuts windows at.
 
 Streams: "system" (the sampler's system metrics) and "framework" (the hook's trace events). A
 rule declares the streams it reads (`ProfilerRule.streams`); its windows start at the first
@@ -24,7 +24,7 @@ from typing import Any
 
 import numpy as np
 
-from trial.profiler import (
+from sdlocal.trial.profiler import (
     FrameworkEvents,
     ProfilerReader,
     RefreshResult,
@@ -32,7 +32,7 @@ from trial.profiler import (
     SystemRecord,
     TraceEvent,
 )
-from trial.storage import Storage
+from sdlocal.trial.storage import Storage
 
 SYSTEM = "system"
 FRAMEWORK = "framework"

@@ -21,12 +21,12 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
-from evaluator.errors import CustomRuleError, RuleParameterError, UnknownRuleError
-from evaluator.profiler_rules import builtin_profiler_rule_classes
-from evaluator.rule import PROFILER, TENSOR, DefaultCollection, Rule
-from evaluator.rules import builtin_rule_classes
-from trial.errors import TrialError
-from trial.smdebug_shim import use_sdlocal_smdebug
+from sdlocal.evaluator.errors import CustomRuleError, RuleParameterError, UnknownRuleError
+from sdlocal.evaluator.profiler_rules import builtin_profiler_rule_classes
+from sdlocal.evaluator.rule import PROFILER, TENSOR, DefaultCollection, Rule
+from sdlocal.evaluator.rules import builtin_rule_classes
+from sdlocal.trial.errors import TrialError
+from sdlocal.trial.smdebug_shim import use_sdlocal_smdebug
 
 # Built-in rules by class name; each rule module of evaluator/rules/ (tensor rules) and
 # evaluator/profiler_rules/ (profiler rules) contributes its classes.

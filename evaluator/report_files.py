@@ -23,7 +23,7 @@ from typing import Any
 
 import numpy as np
 
-from trial.storage import Storage
+from sdlocal.trial.storage import Storage
 
 REPORTS_PREFIX = "profiler-output/profiler-reports"
 HTML_REPORT_KEY = "profiler-output/profiler-report.html"  # as SageMaker and evaluator.reports place it

@@ -20,7 +20,7 @@ from collections.abc import Callable, Iterable, Mapping, Sequence
 from dataclasses import dataclass
 from typing import Any, ClassVar
 
-from trial.errors import (
+from sdlocal.trial.errors import (
     NoMoreData,
     RuleEvaluationConditionMet,
     ShapeUnavailableForStep,
@@ -28,7 +28,7 @@ from trial.errors import (
     TensorUnavailable,
     TensorUnavailableForStep,
 )
-from trial.refresh import no_refresh
+from sdlocal.trial.refresh import no_refresh
 
 # Missing data at one step is not an error: that step is simply "not evaluated". NoMoreData: the
 # rule asked for a step past the end of a finished training.
@@ -52,7 +52,7 @@ PROFILER = "profiler"
 @dataclass(frozen=True)
 class DefaultCollection:
     """A collection a built-in tensor rule reads, saved by the hook when the rule is attached
-    (the launcher merges these with the user's CollectionConfigurations, launcher/_collections.py)."""
+    (the launcher merges these with the user's CollectionConfigurations, launcher/spec/collection_configs.py)."""
 
     name: str
     parameters: tuple[tuple[str, str], ...] = ()
@@ -188,7 +188,7 @@ class Rule:
     its actions the first time the rule fires (evaluator/actions.py), not the rule.
 
     Metadata the registry and the launcher read from the class: `kind` (TENSOR here; PROFILER for
-    `evaluator.profiler_rule.ProfilerRule`), `default_collections` (what the hook must save for a
+    `sdlocal.evaluator.profiler_rule.ProfilerRule`), `default_collections` (what the hook must save for a
     built-in rule: smdebug_rulesconfig's ruleConfigs.json entries first, then the collections the
     rule reads that ruleConfigs.json leaves out) and, for built-ins, `group` (rules.md's groups).
     """
@@ -205,7 +205,7 @@ class Rule:
         self.action_str = action_str or ""
         self.req_tensors = RequiredTensors(base_trial, self.other_trials)
         self.rule_name = self.__class__.__name__
-        self.logger = logging.getLogger(f"evaluator.rules.{self.rule_name}")
+        self.logger = logging.getLogger(f"sdlocal.evaluator.rules.{self.rule_name}")
         self.report: dict[str, Any] = {
             "RuleTriggered": 0,
             "Violations": 0,

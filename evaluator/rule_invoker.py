@@ -13,7 +13,7 @@ from __future__ import annotations
 import logging
 from typing import Any
 
-from trial.errors import (
+from sdlocal.trial.errors import (
     NoMoreData,
     NoMoreProfilerData,
     RuleEvaluationConditionMet,
@@ -23,7 +23,7 @@ from trial.errors import (
     TensorUnavailableForStep,
 )
 
-logger = logging.getLogger("evaluator.rule_invoker")
+logger = logging.getLogger("sdlocal.evaluator.rule_invoker")
 
 _SKIPPED = (TensorUnavailableForStep, StepUnavailable, TensorUnavailable, ShapeUnavailableForStep)
 

@@ -10,7 +10,7 @@ import re
 from dataclasses import dataclass, replace
 from typing import Any
 
-from trial.storage import Storage
+from sdlocal.trial.storage import Storage
 
 STATUS_KEY = "status.json"
 MAX_DETAILS = 1024

@@ -41,7 +41,7 @@ IMPORT_DONE = "imported custom rule file"
 _WARN_EVERY_S = 30.0
 _GUARDED = ("invoke_at_step", "invoke_at_window", "invoke_at_end", "invoke_idle")
 
-log = logging.getLogger("evaluator.watchdog")
+log = logging.getLogger("sdlocal.evaluator.watchdog")
 
 
 def check_timeout(value: float, name: str = "--rule-timeout") -> float:

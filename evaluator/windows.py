@@ -15,9 +15,9 @@ from __future__ import annotations
 
 from typing import Any
 
-from evaluator.profiler_rule import ProfilerRule
-from evaluator.profiler_trial import ProfilerTrial
-from evaluator.report_files import ReportSink
+from sdlocal.evaluator.profiler_rule import ProfilerRule
+from sdlocal.evaluator.profiler_trial import ProfilerTrial
+from sdlocal.evaluator.report_files import ReportSink
 
 
 class WindowSource:

@@ -1,5 +1,5 @@
 """A small PyTorch training script (an MLP classifier on synthetic data), CPU only, with no
-debugger import: run it under `python -m hook.run examples/train.py ...` (or `sdlocal run`) and
+debugger import: run it under `python -m sdlocal.hook.run examples/train.py ...` (or `sdlocal run`) and
 the hook finds the model and the loss by itself.
 
     python examples/train.py --steps 50                 # trains healthily, loss decreases

@@ -1,16 +1,16 @@
 """Training side of sdlocal: a PyTorch hook writing smdebug-format trials.
 
-`Hook` (hook.pytorch) is imported lazily so that `hook.config` works without torch.
+`Hook` (hook.pytorch) is imported lazily so that `sdlocal.hook.config` works without torch.
 """
 from __future__ import annotations
 
 from typing import TYPE_CHECKING, Any
 
-from hook.config import CollectionConfig, HookConfig, ModeSaveConfig, ReductionConfig, SaveConfig
-from hook.errors import HookConfigError, HookError, HookWriteError
+from sdlocal.hook.config import CollectionConfig, HookConfig, ModeSaveConfig, ReductionConfig, SaveConfig
+from sdlocal.hook.errors import HookConfigError, HookError, HookWriteError
 
 if TYPE_CHECKING:
-    from hook.pytorch import Hook
+    from sdlocal.hook.pytorch import Hook
 
 __all__ = [
     "CollectionConfig",
@@ -27,7 +27,7 @@ __all__ = [
 
 def __getattr__(name: str) -> Any:
     if name == "Hook":
-        from hook.pytorch import Hook
+        from sdlocal.hook.pytorch import Hook
 
         return Hook
     raise AttributeError(name)

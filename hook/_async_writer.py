@@ -8,7 +8,7 @@ import queue
 import threading
 from collections.abc import Callable
 
-from hook.errors import HookWriteError
+from sdlocal.hook.errors import HookWriteError
 
 logger = logging.getLogger(__name__)
 

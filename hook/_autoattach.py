@@ -1,4 +1,4 @@
-"""Attach a Hook to whatever model an unmodified script trains (used by `python -m hook.run`).
+"""Attach a Hook to whatever model an unmodified script trains (used by `python -m sdlocal.hook.run`).
 
 Global torch module hooks find the model: the first module that runs forward at top level (not
 from inside another module's forward) and has trainable parameters gets a Hook; `_Loss` modules
@@ -11,7 +11,7 @@ Hook's per-step cost; a hook the script creates takes over from it as from the z
 
 One hook per job: when the script has made its own hook (`smd.Hook(...)`,
 `Hook.create_from_json_file()`, `get_hook(create_if_not_exists=True)`, a Hook subclass, or
-sdlocal's `hook.pytorch.Hook`) before its first forward, no hook is attached at all; when it makes
+sdlocal's `sdlocal.hook.pytorch.Hook`) before its first forward, no hook is attached at all; when it makes
 it later, the zero-code hook hands over to it (hook._current, `Hook._hand_over_to`).
 """
 from __future__ import annotations
@@ -20,10 +20,10 @@ from typing import Any
 
 import torch
 
-from hook import _current, _timeline
-from hook.config import HookConfig
-from hook.pytorch import Hook
-from trial.modes import ModeKeys
+from sdlocal.hook import _current, _timeline
+from sdlocal.hook.config import HookConfig
+from sdlocal.hook.pytorch import Hook
+from sdlocal.trial.modes import ModeKeys
 
 # Loss modules are usually called in the first step; after this many steps we stop looking.
 LOSS_SEARCH_STEPS = 3

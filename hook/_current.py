@@ -2,16 +2,16 @@
 to which directory.
 
 - Every hook makes itself the current hook when it is created. When the current hook is the
-  zero-code hook of `python -m hook.run` (`auto=True`) and the script then creates its own hook,
+  zero-code hook of `python -m sdlocal.hook.run` (`auto=True`) and the script then creates its own hook,
   the zero-code hook hands over to it (`Hook._hand_over_to`): it stops, writes what it has, and
   the script's hook takes over (continuing its step count when both write to one folder).
-  `hook._autoattach` never attaches once a hook exists.
+  `sdlocal.hook._autoattach` never attaches once a hook exists.
 - A directory is written by one hook at a time: the first hook to write there claims it until it
   is closed; another hook of this process writing to the same directory writes nothing (as
   smdebug, whose first writing process claims the folder). Two writers would race on the same
   `.tmp` files and overwrite each other's steps.
 
-No torch here: `hook.run` asks for the current hook whether or not the script imported torch.
+No torch here: `sdlocal.hook.run` asks for the current hook whether or not the script imported torch.
 """
 from __future__ import annotations
 

@@ -23,7 +23,7 @@ import weakref
 from typing import TYPE_CHECKING, Any
 
 if TYPE_CHECKING:
-    from hook._timeline import Timeline
+    from sdlocal.hook._timeline import Timeline
 
 logger = logging.getLogger(__name__)
 

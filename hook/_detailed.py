@@ -15,7 +15,7 @@ import logging
 from typing import TYPE_CHECKING, Any
 
 if TYPE_CHECKING:
-    from hook._timeline import RangeTracker, Timeline
+    from sdlocal.hook._timeline import RangeTracker, Timeline
 
 logger = logging.getLogger(__name__)
 

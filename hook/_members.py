@@ -26,7 +26,7 @@ from typing import Any
 import torch
 from torch import nn
 
-from hook.config import CollectionConfig
+from sdlocal.hook.config import CollectionConfig
 
 LABELS = "labels"
 PREDICTIONS = "predictions"

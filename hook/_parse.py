@@ -4,7 +4,7 @@ from __future__ import annotations
 import re
 from typing import Any
 
-from hook.errors import HookConfigError
+from sdlocal.hook.errors import HookConfigError
 
 
 def parse_str_list(value: Any, fieldname: str) -> tuple[str, ...]:

@@ -9,11 +9,11 @@ from typing import Any
 import numpy as np
 import torch
 
-from hook._tensorboard import TensorBoardWriter
-from hook.config import Reduction
-from trial.collection import Collection
-from trial.modes import ModeKeys
-from trial.writer import TrialWriter
+from sdlocal.hook._tensorboard import TensorBoardWriter
+from sdlocal.hook.config import Reduction
+from sdlocal.trial.collection import Collection
+from sdlocal.trial.modes import ModeKeys
+from sdlocal.trial.writer import TrialWriter
 
 logger = logging.getLogger(__name__)
 

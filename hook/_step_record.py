@@ -4,7 +4,7 @@ folder, written when it closes.
 The trial says which steps were saved, not how many the training ran: a collection saved every 500
 steps in a 50-step job leaves one step in the trial and nothing to tell that 49 were skipped. The
 launcher reads this record after the training to warn when a rule's collections were scheduled at
-fewer than 2 steps (launcher/_steps_to_judge.py). Not part of smdebug's trial format: the uploader
+fewer than 2 steps (launcher/job/steps_to_judge.py). Not part of smdebug's trial format: the uploader
 leaves it out, readers never see it (a dot file at the trial's root, beside the end marker).
 
     {"steps": 50, "mode_steps": {"TRAIN": 40, "EVAL": 10},

@@ -22,7 +22,7 @@ from typing import Any
 import numpy as np
 from tensorboard.compat.proto import event_pb2, summary_pb2
 
-from trial.tfrecord import masked_crc32c
+from sdlocal.trial.tfrecord import masked_crc32c
 
 HISTOGRAM_BUCKETS = 30
 TENSORBOARD_CONFIG_ENV = "TENSORBOARD_CONFIG_FILE_PATH"

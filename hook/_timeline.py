@@ -40,12 +40,12 @@ from collections.abc import Callable, Mapping
 from pathlib import Path
 from typing import Any
 
-from hook._detailed import DetailedProfiler
-from hook.errors import HookConfigError
-from hook.profiler_config import ProfileRange, ProfilerConfig
-from trial.modes import ModeKeys
-from trial.profiler.names import BACKWARD_PHASE, FORWARD_PHASE, PYTHON_TIMELINE_SUFFIX, step_phase
-from trial.profiler.trace_writer import TraceWriter
+from sdlocal.hook._detailed import DetailedProfiler
+from sdlocal.hook.errors import HookConfigError
+from sdlocal.hook.profiler_config import ProfileRange, ProfilerConfig
+from sdlocal.trial.modes import ModeKeys
+from sdlocal.trial.profiler.names import BACKWARD_PHASE, FORWARD_PHASE, PYTHON_TIMELINE_SUFFIX, step_phase
+from sdlocal.trial.profiler.trace_writer import TraceWriter
 
 logger = logging.getLogger(__name__)
 
@@ -247,7 +247,7 @@ class Timeline:
         a script iterates its loader before the model's first step. (torch's global optimizer
         step hooks are installed at the first step.)"""
         if self.dataloader is not None:
-            from hook import _dataloader
+            from sdlocal.hook import _dataloader
 
             _dataloader.install(self)
 
@@ -257,7 +257,7 @@ class Timeline:
             h.remove()
         self._handles = []
         if self.dataloader is not None:
-            from hook import _dataloader
+            from sdlocal.hook import _dataloader
 
             _dataloader.uninstall()
 
@@ -357,7 +357,7 @@ class Timeline:
         if self.detailed is not None:
             self.detailed.stop()
         if self.dataloader is not None:
-            from hook import _dataloader
+            from sdlocal.hook import _dataloader
 
             _dataloader.flush_workers()
         thread, self._thread = self._thread, None
@@ -382,7 +382,7 @@ _current: Timeline | None = None
 
 
 def configure(config: ProfilerConfig | None) -> Timeline | None:
-    """Set the process's profiler config (`python -m hook.run` does, before the script runs);
+    """Set the process's profiler config (`python -m sdlocal.hook.run` does, before the script runs);
     returns its timeline, None when profiling is disabled."""
     global _configured, _current
     _configured = True

@@ -1,4 +1,4 @@
-"""Zero-code XGBoost (used by `python -m hook.run`): `xgboost.train` gets the XGBoost hook as a
+"""Zero-code XGBoost (used by `python -m sdlocal.hook.run`): `xgboost.train` gets the XGBoost hook as a
 callback when the script passes none.
 
 `xgboost` is not imported here: when the script imports it, a meta-path finder patches the module
@@ -19,8 +19,8 @@ from collections.abc import Callable, Sequence
 from types import ModuleType
 from typing import Any
 
-from hook import _tensorboard
-from hook.config import HookConfig
+from sdlocal.hook import _tensorboard
+from sdlocal.hook.config import HookConfig
 
 
 class _Finder(importlib.abc.MetaPathFinder):
@@ -71,7 +71,7 @@ class XGBoostAttach:
     def _patch(self, xgb: ModuleType) -> None:
         if self._finder is not None and self._finder in sys.meta_path:
             sys.meta_path.remove(self._finder)
-        from hook import xgboost as engine
+        from sdlocal.hook import xgboost as engine
 
         original = xgb.training.train
         signature = inspect.signature(original)

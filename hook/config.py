@@ -18,10 +18,10 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
-from hook._parse import is_none, parse_bool, parse_int, parse_regexes, parse_steps, parse_str_list
-from hook.errors import HookConfigError
-from trial.collection import SaveConfigMode
-from trial.modes import ModeKeys
+from sdlocal.hook._parse import is_none, parse_bool, parse_int, parse_regexes, parse_steps, parse_str_list
+from sdlocal.hook.errors import HookConfigError
+from sdlocal.trial.collection import SaveConfigMode
+from sdlocal.trial.modes import ModeKeys
 
 logger = logging.getLogger(__name__)
 
@@ -360,7 +360,7 @@ def is_known_parameter(key: str) -> bool:
 
 def _warn_unknown(params: Mapping[str, Any], where: str) -> None:
     # smdebug ignores unknown keys; so do we (a SageMaker request is valid with them), but say so.
-    # (sdlocal's launcher refuses them when it reads the spec: launcher/_hook_params.py)
+    # (sdlocal's launcher refuses them when it reads the spec: launcher/spec/hook_params.py)
     for key in params:
         if not is_known_parameter(key):
             logger.warning("%s.%s is not a known hook parameter; ignored", where, key)

@@ -21,7 +21,7 @@ read JSON or, failing that, a Python literal (`ast.literal_eval`, never `eval`).
 Enabled (smdebug): the file exists, `DisableProfiler` is not true and `ProfilingParameters` is not
 empty. Then the hook records the framework timeline (steps, forward, backward) at every step; the
 metrics configs only add their own events in their step or time range. A bad value raises
-HookConfigError naming the key (`python -m hook.run` fails before training starts); unknown keys
+HookConfigError naming the key (`python -m sdlocal.hook.run` fails before training starts); unknown keys
 are logged and ignored, as a SageMaker request may carry keys this hook does not use.
 """
 from __future__ import annotations
@@ -37,7 +37,7 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
-from hook.errors import HookConfigError
+from sdlocal.hook.errors import HookConfigError
 
 logger = logging.getLogger(__name__)
 
@@ -73,7 +73,7 @@ class ProfileRange:
     Steps: `[start_step, start_step + num_steps)` of the hook's global step; no start step: from
     the first step checked; no num_steps: 1 step. Time: `[start_time_s, start_time_s + duration_s)`;
     no start time: from the first check; no duration: the one step that starts first at or after
-    the start time. The open ends are resolved by `hook._timeline.RangeTracker`.
+    the start time. The open ends are resolved by `sdlocal.hook._timeline.RangeTracker`.
     """
 
     start_step: int | None = None

@@ -32,10 +32,10 @@ from typing import Any
 import numpy as np
 import torch
 
-from hook import _current, _tensorboard, _timeline
-from hook import _members as members
-from hook._async_writer import AsyncWriter
-from hook._serialize import (
+from sdlocal.hook import _current, _tensorboard, _timeline
+from sdlocal.hook import _members as members
+from sdlocal.hook._async_writer import AsyncWriter
+from sdlocal.hook._serialize import (
     RAW_ONLY,
     CloseJob,
     CollectionsJob,
@@ -44,9 +44,9 @@ from hook._serialize import (
     StepJob,
     TensorBoardJob,
 )
-from hook._step_record import StepRecord, write_record
-from hook._tensorboard import TensorBoardWriter
-from hook.config import (
+from sdlocal.hook._step_record import StepRecord, write_record
+from sdlocal.hook._tensorboard import TensorBoardWriter
+from sdlocal.hook.config import (
     SCALAR_COLLECTIONS,
     TRAIN_ONLY_COLLECTIONS,
     CollectionConfig,
@@ -54,10 +54,10 @@ from hook.config import (
     ModeSaveConfig,
     Reduction,
 )
-from hook.errors import HookError
-from trial.collection import Collection
-from trial.modes import ModeKeys
-from trial.writer import TrialWriter
+from sdlocal.hook.errors import HookError
+from sdlocal.trial.collection import Collection
+from sdlocal.trial.modes import ModeKeys
+from sdlocal.trial.writer import TrialWriter
 
 logger = logging.getLogger(__name__)
 
@@ -89,7 +89,7 @@ class Hook:
             tensorboard_dir = _tensorboard.job_dir(self.config.tensorboard_dir)
         self._tb_dir = Path(tensorboard_dir) if tensorboard_dir is not None else None
         self._tb: TensorBoardWriter | None = None
-        self.auto = auto  # the zero-code hook of `python -m hook.run`: hands over to a script's hook
+        self.auto = auto  # the zero-code hook of `python -m sdlocal.hook.run`: hands over to a script's hook
         self._max_pending = max_pending_steps
         self._colls: list[CollectionConfig] = []
         self._schedule: dict[ModeKeys, list[tuple[int, ModeSaveConfig]]] = {}

@@ -1,4 +1,4 @@
-"""`python -m hook.run train.py ARGS...`: run an unmodified training script with the hook attached
+"""`python -m sdlocal.hook.run train.py ARGS...`: run an unmodified training script with the hook attached
 (see hook._autoattach). Without a hook config file and without an enabled profiler config the
 script runs unchanged (as on SageMaker without a DebugHookConfig or ProfilerConfig); with a
 profiler config only, the attached hook records the framework timeline (hook._timeline) and saves
@@ -20,15 +20,15 @@ import sys
 from collections.abc import Callable, Sequence
 from typing import TYPE_CHECKING
 
-from hook import _current, _timeline
-from hook.config import HookConfig
-from hook.errors import HookError
-from hook.profiler_config import ProfilerConfig
-from trial.smdebug_shim import use_sdlocal_smdebug
+from sdlocal.hook import _current, _timeline
+from sdlocal.hook.config import HookConfig
+from sdlocal.hook.errors import HookError
+from sdlocal.hook.profiler_config import ProfilerConfig
+from sdlocal.trial.smdebug_shim import use_sdlocal_smdebug
 
 if TYPE_CHECKING:
-    from hook._autoattach import AutoAttach
-    from hook._xgb_autoattach import XGBoostAttach
+    from sdlocal.hook._autoattach import AutoAttach
+    from sdlocal.hook._xgb_autoattach import XGBoostAttach
 
 logger = logging.getLogger(__name__)
 
@@ -36,11 +36,11 @@ logger = logging.getLogger(__name__)
 def main(argv: Sequence[str] | None = None) -> int:
     args = list(sys.argv[1:] if argv is None else argv)
     if not args or args[0] in ("-h", "--help"):
-        print("usage: python -m hook.run SCRIPT [ARGS...]", file=sys.stderr)
+        print("usage: python -m sdlocal.hook.run SCRIPT [ARGS...]", file=sys.stderr)
         return 2
     script = args[0]
     if not os.path.isfile(script):
-        print(f"hook.run: no such script: {script}", file=sys.stderr)
+        print(f"sdlocal.hook.run: no such script: {script}", file=sys.stderr)
         return 2
     config_path = HookConfig.default_path()
     config: HookConfig | None = None
@@ -60,7 +60,7 @@ def main(argv: Sequence[str] | None = None) -> int:
             else:
                 xgb_config = parsed
         if config is None and xgb_config is None:
-            print(f"hook.run: bad hook config {config_path}: {errors[0]}", file=sys.stderr)
+            print(f"sdlocal.hook.run: bad hook config {config_path}: {errors[0]}", file=sys.stderr)
             return 2
     else:
         logger.info("no hook config at %s: no tensors are saved", config_path)
@@ -68,7 +68,7 @@ def main(argv: Sequence[str] | None = None) -> int:
     try:
         profiler = ProfilerConfig.load(profiler_path)
     except HookError as e:
-        print(f"hook.run: bad profiler config {profiler_path}: {e}", file=sys.stderr)
+        print(f"sdlocal.hook.run: bad profiler config {profiler_path}: {e}", file=sys.stderr)
         return 2
     if not profiler.enabled:
         logger.info("no enabled profiler config at %s: no framework metrics", profiler_path)
@@ -77,12 +77,12 @@ def main(argv: Sequence[str] | None = None) -> int:
     timeline = _timeline.configure(profiler)
     # torch only where installed (an XGBoost image has none); xgboost is patched when imported
     if (config is not None or timeline is not None) and importlib.util.find_spec("torch") is not None:
-        from hook._autoattach import AutoAttach
+        from sdlocal.hook._autoattach import AutoAttach
 
         attach = AutoAttach(config)
         attach.install()
     if xgb_config is not None and importlib.util.find_spec("xgboost") is not None:
-        from hook._xgb_autoattach import XGBoostAttach
+        from sdlocal.hook._xgb_autoattach import XGBoostAttach
 
         xgb_attach = XGBoostAttach(xgb_config)
         xgb_attach.install()
@@ -131,7 +131,7 @@ def _close_hooks(attached: list[Callable[[], None]]) -> bool:
         try:
             closer()
         except HookError as e:
-            print(f"hook.run: {e}", file=sys.stderr)
+            print(f"sdlocal.hook.run: {e}", file=sys.stderr)
             ok = False
     _timeline.shutdown()  # closes the last trace file even when no hook was ever attached
     return ok

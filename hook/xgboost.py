@@ -16,7 +16,7 @@ Tensors (one global step per boosting round, mode GLOBAL, as smdebug's XGBoost h
 
 Steps: the round number (`epoch`); a second `xgboost.train` with the same hook continues after the
 last step (smdebug restarted at 0 and overwrote). The collections file is written when training
-ends, the end marker at `close()` (atexit, or `python -m hook.run` when the script ends).
+ends, the end marker at `close()` (atexit, or `python -m sdlocal.hook.run` when the script ends).
 """
 from __future__ import annotations
 
@@ -31,14 +31,14 @@ from typing import Any
 import numpy as np
 import xgboost as xgb
 
-from hook import _current, _tensorboard
-from hook._step_record import write_record
-from hook._tensorboard import TensorBoardWriter
-from hook.config import HookConfig
-from hook.errors import HookConfigError, HookError
-from trial.collection import Collection
-from trial.modes import ModeKeys
-from trial.writer import TrialWriter
+from sdlocal.hook import _current, _tensorboard
+from sdlocal.hook._step_record import write_record
+from sdlocal.hook._tensorboard import TensorBoardWriter
+from sdlocal.hook.config import HookConfig
+from sdlocal.hook.errors import HookConfigError, HookError
+from sdlocal.trial.collection import Collection
+from sdlocal.trial.modes import ModeKeys
+from sdlocal.trial.writer import TrialWriter
 
 logger = logging.getLogger(__name__)
 

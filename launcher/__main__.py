@@ -1,4 +1,4 @@
-"""`python -m launcher` = `sdlocal`."""
-from launcher.cli import main
+"""`python -m sdlocal` = `sdlocal`."""
+from sdlocal.launcher.cli import main
 
 main()

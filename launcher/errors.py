@@ -1,4 +1,4 @@
-"""The launcher's one error hierarchy; `launcher.cli` turns these into one-line CLI errors."""
+"""The launcher's one error hierarchy; `sdlocal.launcher.cli` turns these into one-line CLI errors."""
 from __future__ import annotations
 
 

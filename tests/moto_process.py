@@ -1,4 +1,4 @@
-"""A moto server in a process of its own (`python -m launcher._s3_server`), for tests that kill,
+"""A moto server in a process of its own (`python -m sdlocal.launcher.s3.server`), for tests that kill,
 freeze and restart it: an in-process ThreadedMotoServer shares moto's state with the test, so it
 never really comes back empty."""
 from __future__ import annotations
@@ -41,7 +41,7 @@ class MotoProcess:
         self.proc: subprocess.Popen[bytes] | None = None
 
     def start(self, timeout: float = 30.0) -> None:
-        args = [sys.executable, "-m", "launcher._s3_server", "--port", str(self.port)]
+        args = [sys.executable, "-m", "sdlocal.launcher.s3.server", "--port", str(self.port)]
         if self.data_dir is not None:
             args += ["--data-dir", str(self.data_dir)]
         env = {**os.environ, "PYTHONPATH": os.pathsep.join(filter(None, [str(REPO), os.environ.get("PYTHONPATH")]))}

@@ -1,8 +1,8 @@
 """The smdebug on-storage trial format: writing it (TrialWriter) and reading it (create_trial)."""
 from __future__ import annotations
 
-from trial.collection import Collection, CollectionsFile, ReductionConfig, SaveConfigMode
-from trial.errors import (
+from sdlocal.trial.collection import Collection, CollectionsFile, ReductionConfig, SaveConfigMode
+from sdlocal.trial.errors import (
     CorruptRecordError,
     MissingCollectionFiles,
     NoMoreData,
@@ -14,12 +14,12 @@ from trial.errors import (
     TensorUnavailableForStep,
     TrialError,
 )
-from trial.modes import ModeKeys
-from trial.refresh import no_refresh
-from trial.steps import StepState
-from trial.tensor import Tensor
-from trial.trial import Trial, create_trial
-from trial.writer import TrialWriter
+from sdlocal.trial.modes import ModeKeys
+from sdlocal.trial.refresh import no_refresh
+from sdlocal.trial.steps import StepState
+from sdlocal.trial.tensor import Tensor
+from sdlocal.trial.trial import Trial, create_trial
+from sdlocal.trial.writer import TrialWriter
 
 __all__ = [
     "create_trial",

@@ -23,12 +23,12 @@ from typing import TYPE_CHECKING
 
 import numpy as np
 
-from trial.errors import CorruptRecordError
-from trial.proto import DT_TO_NP, decode_event
-from trial.tfrecord import FOOTER, FOOTER_SIZE, HEADER_SIZE, decode_record, masked_crc32c
+from sdlocal.trial.errors import CorruptRecordError
+from sdlocal.trial.proto import DT_TO_NP, decode_event
+from sdlocal.trial.tfrecord import FOOTER, FOOTER_SIZE, HEADER_SIZE, decode_record, masked_crc32c
 
 if TYPE_CHECKING:
-    from trial.storage import Storage
+    from sdlocal.trial.storage import Storage
 
 _HEADER = struct.Struct("<QI")
 _U32 = struct.Struct("<I")

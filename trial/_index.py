@@ -7,8 +7,8 @@ import re
 from dataclasses import dataclass, field
 from typing import NamedTuple
 
-from trial.errors import CorruptRecordError
-from trial.modes import ModeKeys, to_mode
+from sdlocal.trial.errors import CorruptRecordError
+from sdlocal.trial.modes import ModeKeys, to_mode
 
 REDUCTIONS_PREFIX = "smdebug/reductions/"
 _INDEX_KEY = re.compile(r"(?:^|/)(\d{12})_(.+)\.json$")

@@ -7,8 +7,8 @@ from collections.abc import Iterable, Mapping
 from dataclasses import dataclass, field
 from typing import Any
 
-from trial.errors import CorruptRecordError
-from trial.modes import ModeKeys
+from sdlocal.trial.errors import CorruptRecordError
+from sdlocal.trial.modes import ModeKeys
 
 _MODE_NAMES = tuple(m.name for m in ModeKeys)  # TRAIN, EVAL, PREDICT, GLOBAL
 

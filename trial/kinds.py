@@ -13,9 +13,9 @@ import time
 from collections.abc import Callable
 from typing import Any
 
-from trial.errors import SMDebugNotImplementedError
-from trial.storage import LocalStorage, S3Storage, Storage, parse_s3_uri
-from trial.trial import Trial, logger
+from sdlocal.trial.errors import SMDebugNotImplementedError
+from sdlocal.trial.storage import LocalStorage, S3Storage, Storage, parse_s3_uri
+from sdlocal.trial.trial import Trial, logger
 
 COLLECTIONS_TIMEOUT_S = 600.0
 _POLLS_BEFORE_WARNING = 10  # as smdebug: say something after ~20 s of waiting

@@ -1,8 +1,8 @@
 """smdebug's mutable `Collection` (`smdebug.core.collection.Collection`): what a trial hands out
-from `trial.collection(name)` / `trial.collections()`, so that analysis code can widen a
+from `sdlocal.trial.collection(name)` / `trial.collections()`, so that analysis code can widen a
 collection (`include(regex)`, `add_tensor_name(name)`) and query it with
 `trial.tensor_names(collection=...)`. The collections file itself is read into the frozen
-`trial.collection.Collection`; edits here are the reader's view only, never written back."""
+`sdlocal.trial.collection.Collection`; edits here are the reader's view only, never written back."""
 from __future__ import annotations
 
 import json
@@ -10,8 +10,8 @@ import re
 from collections.abc import Iterable, Mapping
 from typing import Any
 
-from trial.collection import Collection as FrozenCollection
-from trial.errors import SMDebugTypeError, SMDebugValueError
+from sdlocal.trial.collection import Collection as FrozenCollection
+from sdlocal.trial.errors import SMDebugTypeError, SMDebugValueError
 
 
 def _as_json(config: object) -> Any:

@@ -8,8 +8,8 @@ from dataclasses import dataclass
 import numpy as np
 from tensorboard.compat.proto import tensor_pb2, tensor_shape_pb2
 
-from trial.errors import CorruptRecordError
-from trial.modes import ModeKeys
+from sdlocal.trial.errors import CorruptRecordError
+from sdlocal.trial.modes import ModeKeys
 
 MODE_STEP_PLUGIN_NAME = "mode_step"
 MODE_PLUGIN_NAME = "mode"

@@ -1,7 +1,7 @@
 """Where sdlocal's `smdebug` package lives, and making `import smdebug` resolve to it.
 
 sdlocal ships smdebug's API as a package named `smdebug` (compat/smdebug in the repository,
-site-packages/sdlocal_compat/smdebug in a wheel install). A .pth file appends its folder to
+site-packages/sdlocal/compat/smdebug in a wheel install). A .pth file appends its folder to
 sys.path *after* site-packages, so in a user's own Python a real smdebug, where installed, wins.
 Processes that sdlocal starts (training, evaluators, `sdlocal evaluate`) call
 `use_sdlocal_smdebug()` or get `compat_dir()` first on PYTHONPATH: there it is always sdlocal's,
@@ -12,15 +12,16 @@ from __future__ import annotations
 import sys
 from pathlib import Path
 
-_ROOT = Path(__file__).resolve().parent.parent  # the repository, or site-packages
+# the repository (trial/ is its top-level folder) or, in a wheel install, site-packages/sdlocal
+_ROOT = Path(__file__).resolve().parent.parent
 
 
 def compat_dir() -> Path:
-    """The folder that holds sdlocal's `smdebug` package."""
-    for candidate in (_ROOT / "compat", _ROOT / "sdlocal_compat"):
-        if (candidate / "smdebug" / "__init__.py").is_file():
-            return candidate
-    raise RuntimeError(f"sdlocal's smdebug package is missing (looked in {_ROOT}/compat and {_ROOT}/sdlocal_compat)")
+    """The folder that holds sdlocal's `smdebug` package: `compat/` beside trial/ in both layouts."""
+    candidate = _ROOT / "compat"
+    if (candidate / "smdebug" / "__init__.py").is_file():
+        return candidate
+    raise RuntimeError(f"sdlocal's smdebug package is missing (looked in {candidate})")
 
 
 def is_sdlocal_smdebug(module: object) -> bool:

@@ -8,11 +8,11 @@ from collections.abc import Callable, Iterable
 from enum import Enum
 from typing import TYPE_CHECKING, Any
 
-from trial.errors import NoMoreData, StepNotYetAvailable, StepUnavailable
-from trial.modes import ModeKeys
+from sdlocal.trial.errors import NoMoreData, StepNotYetAvailable, StepUnavailable
+from sdlocal.trial.modes import ModeKeys
 
 if TYPE_CHECKING:
-    from trial.trial import Trial
+    from sdlocal.trial.trial import Trial
 
 
 class StepState(Enum):

@@ -6,8 +6,8 @@ from typing import TYPE_CHECKING, Any
 
 import numpy as np
 
-from trial._index import Location, TensorRecord
-from trial.errors import (
+from sdlocal.trial._index import Location, TensorRecord
+from sdlocal.trial.errors import (
     InvalidWorker,
     ShapeUnavailableForStep,
     SMDebugNotImplementedError,
@@ -15,11 +15,11 @@ from trial.errors import (
     StepUnavailable,
     TensorUnavailableForStep,
 )
-from trial.modes import ModeKeys, to_mode
-from trial.steps import StepState
+from sdlocal.trial.modes import ModeKeys, to_mode
+from sdlocal.trial.steps import StepState
 
 if TYPE_CHECKING:
-    from trial.trial import ModeArg, Trial
+    from sdlocal.trial.trial import ModeArg, Trial
 
 REDUCTIONS = ("min", "max", "mean", "std", "variance", "sum", "prod")
 NORMS = ("l1", "l2")

@@ -9,7 +9,7 @@ from __future__ import annotations
 import struct
 from collections.abc import Iterator
 
-from trial.errors import CorruptRecordError
+from sdlocal.trial.errors import CorruptRecordError
 
 HEADER_SIZE = 12
 FOOTER_SIZE = 4

@@ -24,15 +24,15 @@ from typing import Any
 
 import numpy as np
 
-from trial._decode import read_value
-from trial._index import IndexState, Location, parse_index_key
-from trial.collection import CollectionsFile
-from trial.errors import MissingCollectionFiles, StorageError, TensorUnavailable
-from trial.modes import ModeKeys, to_mode
-from trial.mutable_collection import MutableCollection
-from trial.steps import StepState, step_state, wait_for_steps, within_wait_window
-from trial.storage import Storage, open_storage
-from trial.tensor import Tensor
+from sdlocal.trial._decode import read_value
+from sdlocal.trial._index import IndexState, Location, parse_index_key
+from sdlocal.trial.collection import CollectionsFile
+from sdlocal.trial.errors import MissingCollectionFiles, StorageError, TensorUnavailable
+from sdlocal.trial.modes import ModeKeys, to_mode
+from sdlocal.trial.mutable_collection import MutableCollection
+from sdlocal.trial.steps import StepState, step_state, wait_for_steps, within_wait_window
+from sdlocal.trial.storage import Storage, open_storage
+from sdlocal.trial.tensor import Tensor
 
 END_MARKER = "training_job_end.ts"
 INDEX_PREFIX = "index/"
@@ -47,7 +47,7 @@ VANISHED_POLL_S = 0.5  # how often a vanished events file is looked for
 
 ModeArg = Any  # ModeKeys, a foreign Enum named like one (the real smdebug's modes), int, str or None
 
-logger = logging.getLogger("trial")
+logger = logging.getLogger("sdlocal.trial")
 
 
 def _mode_or_none(mode: ModeArg) -> ModeKeys | None:

@@ -6,10 +6,10 @@ import os
 from collections.abc import Iterable, Sequence
 from pathlib import Path
 
-from trial.collection import Collection, CollectionsFile
-from trial.modes import ModeKeys, to_mode
-from trial.proto import encode_event_parts
-from trial.tfrecord import FOOTER, encode_header
+from sdlocal.trial.collection import Collection, CollectionsFile
+from sdlocal.trial.modes import ModeKeys, to_mode
+from sdlocal.trial.proto import encode_event_parts
+from sdlocal.trial.tfrecord import FOOTER, encode_header
 
 END_MARKER = "training_job_end.ts"
 

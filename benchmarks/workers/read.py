@@ -30,9 +30,9 @@ def _create_trial(reader: str) -> Any:
 
         return create_trial
     try:
-        from trial import create_trial
+        from sdlocal.trial import create_trial
     except ImportError:
-        from trial.trial import create_trial
+        from sdlocal.trial.trial import create_trial
     return create_trial
 
 

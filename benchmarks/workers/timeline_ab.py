@@ -2,7 +2,7 @@
 alternating short blocks of steps: slow drifts of a shared machine (other processes, CPU
 frequency) hit both sides alike, which separate processes cannot promise.
 
-Without `--hook-config`: ON = what `python -m hook.run` attaches for a job with a profiler config
+Without `--hook-config`: ON = what `python -m sdlocal.hook.run` attaches for a job with a profiler config
 and no hook config (a TimelineHook on the model, the timeline at the given settings), OFF = plain
 training. With `--hook-config` (a debughookconfig.json): both sides run a zero-code Hook with that
 config, and ON has the timeline too: what profiling adds on top of Debugger's hook. Between
@@ -26,11 +26,11 @@ sys.path.insert(0, str(Path(__file__).resolve().parents[2]))
 
 from timeline_train import make_workload  # noqa: E402
 
-from hook import _timeline  # noqa: E402
-from hook._autoattach import TimelineHook  # noqa: E402
-from hook.config import HookConfig  # noqa: E402
-from hook.profiler_config import ProfilerConfig  # noqa: E402
-from hook.pytorch import Hook  # noqa: E402
+from sdlocal.hook import _timeline  # noqa: E402
+from sdlocal.hook._autoattach import TimelineHook  # noqa: E402
+from sdlocal.hook.config import HookConfig  # noqa: E402
+from sdlocal.hook.profiler_config import ProfilerConfig  # noqa: E402
+from sdlocal.hook.pytorch import Hook  # noqa: E402
 
 
 def main() -> None:

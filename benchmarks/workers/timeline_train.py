@@ -1,4 +1,4 @@
-"""The framework-timeline benchmark's training script, with no debugger import (`python -m hook.run`
+"""The framework-timeline benchmark's training script, with no debugger import (`python -m sdlocal.hook.run`
 attaches what the job's configs ask for), fed by a real DataLoader over synthetic data:
 - `--model cnn`: a small CNN on MNIST-sized images (1x28x28, 10 classes), the small training;
 - `--model mlp`: a tiny MLP (16 -> 64 -> 64 -> 3), steps of well under a millisecond where a
@@ -6,7 +6,7 @@ attaches what the job's configs ask for), fed by a real DataLoader over syntheti
 Prints one JSON line: per timed step, the mean wall time, the training thread's CPU time and the
 whole process's CPU time (background threads included).
 
-    python -m hook.run benchmarks/workers/timeline_train.py --model cnn --warmup 20 --steps 300
+    python -m sdlocal.hook.run benchmarks/workers/timeline_train.py --model cnn --warmup 20 --steps 300
 """
 from __future__ import annotations
 

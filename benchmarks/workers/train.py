@@ -2,7 +2,7 @@
 
     python train.py --variant none|ours|smdebug --interval N --steps S --warmup W --out-dir DIR
 
-`none` runs the loop with no hook; `ours` attaches `hook.pytorch.Hook` configured through a
+`none` runs the loop with no hook; `ours` attaches `sdlocal.hook.pytorch.Hook` configured through a
 debughookconfig.json named by SMDEBUG_CONFIG_FILE_PATH (the SageMaker contract); `smdebug`
 attaches `smdebug.pytorch.Hook` (run it with the side virtualenv's python). Both hooks save the
 same collections. The reported time covers the timed steps plus `hook.close()`, which drains the
@@ -35,7 +35,7 @@ def _our_hook(out_dir: Path, interval: int) -> Any:
     config_path = out_dir.parent / f"{out_dir.name}-debughookconfig.json"
     config_path.write_text(json.dumps(config))
     os.environ["SMDEBUG_CONFIG_FILE_PATH"] = str(config_path)
-    from hook.pytorch import Hook
+    from sdlocal.hook.pytorch import Hook
 
     return Hook.create_from_json_file()
 

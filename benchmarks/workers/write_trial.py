@@ -9,7 +9,7 @@ every step saves that weight (and the loss, which smdebug's hook always saves).
 
 `smdebug` trains the model for S steps with `smdebug.pytorch.Hook` (save_interval 1) in the side
 virtualenv: the files are the real smdebug hook's. `ours` writes the same tensor names and shapes
-with `trial.TrialWriter` (random values, TRAIN mode), then the collections file and the end marker.
+with `sdlocal.trial.TrialWriter` (random values, TRAIN mode), then the collections file and the end marker.
 """
 
 from __future__ import annotations
@@ -43,7 +43,7 @@ def large_tensors(rows: int, cols: int) -> list[tuple[str, tuple[int, ...]]]:
 
 
 def write_ours(out_dir: Path, workload: str, steps: int, rows: int, cols: int) -> None:
-    from trial import Collection, TrialWriter
+    from sdlocal.trial import Collection, TrialWriter
 
     tensors = small_tensors() if workload == "small" else large_tensors(rows, cols)
     rng = np.random.default_rng(0)

@@ -3,7 +3,7 @@ are the classes sdlocal's reader and rule API raise (trial/errors.py), so `excep
 for smdebug catch them; `SMDebugError` is their common base."""
 from __future__ import annotations
 
-from trial.errors import (
+from sdlocal.trial.errors import (
     IndexReaderException,
     InsufficientInformationForRuleInvocation,
     InvalidCollectionConfiguration,
@@ -24,7 +24,7 @@ from trial.errors import (
     TensorUnavailable,
     TensorUnavailableForStep,
 )
-from trial.modes import ModeKeys as modes
+from sdlocal.trial.modes import ModeKeys as modes
 
 __all__ = [
     "IndexReaderException",

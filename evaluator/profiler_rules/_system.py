@@ -4,8 +4,8 @@ from __future__ import annotations
 
 import numpy as np
 
-from trial.profiler import SeriesKey, SystemMetrics
-from trial.profiler.names import (
+from sdlocal.trial.profiler import SeriesKey, SystemMetrics
+from sdlocal.trial.profiler.names import (
     CPU_TYPE,
     CPU_UTILIZATION,
     GPU_MEMORY_UTILIZATION,

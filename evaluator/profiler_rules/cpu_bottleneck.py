@@ -3,9 +3,9 @@ from __future__ import annotations
 
 from typing import Any
 
-from evaluator.profiler_rule import DEFAULT_SCAN_INTERVAL_US
-from evaluator.profiler_rules._bottleneck import Bottleneck
-from trial.profiler.names import CPU_UTILIZATION
+from sdlocal.evaluator.profiler_rule import DEFAULT_SCAN_INTERVAL_US
+from sdlocal.evaluator.profiler_rules._bottleneck import Bottleneck
+from sdlocal.trial.profiler.names import CPU_UTILIZATION
 
 
 class CPUBottleneck(Bottleneck):

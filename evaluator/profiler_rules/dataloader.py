@@ -6,12 +6,12 @@ from typing import Any
 
 import numpy as np
 
-from evaluator.errors import RuleParameterError
-from evaluator.params import parse_float
-from evaluator.profiler_rule import DEFAULT_SCAN_INTERVAL_US, ProfilerRule
-from evaluator.profiler_rules import _stats, _system
-from evaluator.rule import Verdict
-from trial.profiler.names import DATALOADER_INITIALIZE, DATALOADER_ITER, DATALOADER_WORKER
+from sdlocal.evaluator.errors import RuleParameterError
+from sdlocal.evaluator.params import parse_float
+from sdlocal.evaluator.profiler_rule import DEFAULT_SCAN_INTERVAL_US, ProfilerRule
+from sdlocal.evaluator.profiler_rules import _stats, _system
+from sdlocal.evaluator.rule import Verdict
+from sdlocal.trial.profiler.names import DATALOADER_INITIALIZE, DATALOADER_ITER, DATALOADER_WORKER
 
 
 def median_of(counts: Counter[int]) -> float:

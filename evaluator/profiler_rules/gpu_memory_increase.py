@@ -5,11 +5,11 @@ from typing import Any, ClassVar
 
 import numpy as np
 
-from evaluator.params import parse_float, parse_int
-from evaluator.profiler_rule import DEFAULT_SCAN_INTERVAL_US, ProfilerRule
-from evaluator.profiler_rules import _stats, _system
-from evaluator.profiler_trial import SYSTEM
-from evaluator.rule import Verdict
+from sdlocal.evaluator.params import parse_float, parse_int
+from sdlocal.evaluator.profiler_rule import DEFAULT_SCAN_INTERVAL_US, ProfilerRule
+from sdlocal.evaluator.profiler_rules import _stats, _system
+from sdlocal.evaluator.profiler_trial import SYSTEM
+from sdlocal.evaluator.rule import Verdict
 
 
 class GPUMemoryIncrease(ProfilerRule):

@@ -3,9 +3,9 @@ from __future__ import annotations
 
 from typing import Any
 
-from evaluator.params import parse_float
-from evaluator.profiler_rule import DEFAULT_SCAN_INTERVAL_US, ProfilerRule
-from evaluator.rule import Verdict
+from sdlocal.evaluator.params import parse_float
+from sdlocal.evaluator.profiler_rule import DEFAULT_SCAN_INTERVAL_US, ProfilerRule
+from sdlocal.evaluator.rule import Verdict
 
 
 class MaxInitializationTime(ProfilerRule):

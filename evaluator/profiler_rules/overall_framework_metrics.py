@@ -5,11 +5,11 @@ from typing import Any, ClassVar
 
 import numpy as np
 
-from evaluator.profiler_rule import DEFAULT_SCAN_INTERVAL_US, ProfilerRule
-from evaluator.profiler_trial import FRAMEWORK
-from evaluator.rule import Verdict
-from trial.profiler import step_mode
-from trial.profiler.names import BACKWARD_PHASE, DATALOADER_ITER, FORWARD_PHASE
+from sdlocal.evaluator.profiler_rule import DEFAULT_SCAN_INTERVAL_US, ProfilerRule
+from sdlocal.evaluator.profiler_trial import FRAMEWORK
+from sdlocal.evaluator.rule import Verdict
+from sdlocal.trial.profiler import step_mode
+from sdlocal.trial.profiler.names import BACKWARD_PHASE, DATALOADER_ITER, FORWARD_PHASE
 
 TOP_EVENTS = 10
 

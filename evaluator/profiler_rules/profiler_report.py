@@ -8,21 +8,21 @@ import os
 from collections.abc import Callable, Mapping
 from typing import Any
 
-from evaluator.errors import EvaluatorError, RuleParameterError
-from evaluator.profiler_rule import DEFAULT_SCAN_INTERVAL_US, ProfilerRule, combine
-from evaluator.profiler_rules.batch_size import BatchSize
-from evaluator.profiler_rules.cpu_bottleneck import CPUBottleneck
-from evaluator.profiler_rules.dataloader import Dataloader
-from evaluator.profiler_rules.gpu_memory_increase import GPUMemoryIncrease
-from evaluator.profiler_rules.io_bottleneck import IOBottleneck
-from evaluator.profiler_rules.load_balancing import LoadBalancing
-from evaluator.profiler_rules.low_gpu_utilization import LowGPUUtilization
-from evaluator.profiler_rules.max_initialization_time import MaxInitializationTime
-from evaluator.profiler_rules.overall_framework_metrics import OverallFrameworkMetrics
-from evaluator.profiler_rules.overall_system_usage import OverallSystemUsage
-from evaluator.profiler_rules.step_outlier import StepOutlier
-from evaluator.report_files import jsonable
-from evaluator.rule import Verdict
+from sdlocal.evaluator.errors import EvaluatorError, RuleParameterError
+from sdlocal.evaluator.profiler_rule import DEFAULT_SCAN_INTERVAL_US, ProfilerRule, combine
+from sdlocal.evaluator.profiler_rules.batch_size import BatchSize
+from sdlocal.evaluator.profiler_rules.cpu_bottleneck import CPUBottleneck
+from sdlocal.evaluator.profiler_rules.dataloader import Dataloader
+from sdlocal.evaluator.profiler_rules.gpu_memory_increase import GPUMemoryIncrease
+from sdlocal.evaluator.profiler_rules.io_bottleneck import IOBottleneck
+from sdlocal.evaluator.profiler_rules.load_balancing import LoadBalancing
+from sdlocal.evaluator.profiler_rules.low_gpu_utilization import LowGPUUtilization
+from sdlocal.evaluator.profiler_rules.max_initialization_time import MaxInitializationTime
+from sdlocal.evaluator.profiler_rules.overall_framework_metrics import OverallFrameworkMetrics
+from sdlocal.evaluator.profiler_rules.overall_system_usage import OverallSystemUsage
+from sdlocal.evaluator.profiler_rules.step_outlier import StepOutlier
+from sdlocal.evaluator.report_files import jsonable
+from sdlocal.evaluator.rule import Verdict
 
 log = logging.getLogger(__name__)
 
@@ -32,7 +32,7 @@ SUB_RULES: tuple[type[ProfilerRule], ...] = (
     MaxInitializationTime, LoadBalancing, OverallSystemUsage, Dataloader, OverallFrameworkMetrics,
 )
 # The HTML renderer (evaluator/reports/): `render_profiler_report(ProfilerReportInput) -> str`.
-RENDERER_MODULE = "evaluator.reports"
+RENDERER_MODULE = "sdlocal.evaluator.reports"
 RENDERER_FUNCTION = "render_profiler_report"
 
 
@@ -75,7 +75,7 @@ class ProfilerReport(ProfilerRule):
     get its own. An unknown rule or parameter is one error line naming it. Each rule is judged as
     if it ran alone (its own windows over the streams it reads); its JSON report is written as
     `profiler-output/profiler-reports/<Rule>.json`, and `profiler-output/profiler-report.html`
-    is rendered by `evaluator.reports` from the same reader and reports (left out, with one log
+    is rendered by `sdlocal.evaluator.reports` from the same reader and reports (left out, with one log
     line, where this version has no renderer). ProfilerReport's own report (not written as a file):
     Details {rule: {"RuleTriggered", "Violations"}}, RuleTriggered = the rules that fired.
     """
@@ -156,7 +156,7 @@ class ProfilerReport(ProfilerRule):
         sink runs it on a thread of its own while the rule runs). None before any data or where
         there is no renderer.
 
-        The renderer is `evaluator.reports` (its own package): `ProfilerReportInput.from_reader`
+        The renderer is `sdlocal.evaluator.reports` (its own package): `ProfilerReportInput.from_reader`
         builds its input from this rule's reader and the rules' JSON reports, then
         `render_profiler_report` draws the page. Without that package in this version: no HTML and
         one log line."""

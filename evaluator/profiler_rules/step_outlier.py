@@ -5,12 +5,12 @@ from typing import Any, ClassVar
 
 import numpy as np
 
-from evaluator.params import parse_float, parse_int, parse_mode
-from evaluator.profiler_rule import DEFAULT_SCAN_INTERVAL_US, ProfilerRule
-from evaluator.profiler_rules import _stats
-from evaluator.profiler_trial import FRAMEWORK
-from evaluator.rule import Verdict
-from trial.modes import ModeKeys
+from sdlocal.evaluator.params import parse_float, parse_int, parse_mode
+from sdlocal.evaluator.profiler_rule import DEFAULT_SCAN_INTERVAL_US, ProfilerRule
+from sdlocal.evaluator.profiler_rules import _stats
+from sdlocal.evaluator.profiler_trial import FRAMEWORK
+from sdlocal.evaluator.rule import Verdict
+from sdlocal.trial.modes import ModeKeys
 
 MIN_STEPS = 100  # "after 100 steps"
 MAX_LISTED = 100  # outlier step numbers listed in the report

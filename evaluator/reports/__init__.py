@@ -9,8 +9,8 @@ Other reports (the XGBoost training report) build a `Page` of `Section`s from th
 """
 from __future__ import annotations
 
-from evaluator.reports import _plots as plots
-from evaluator.reports._page import (
+from sdlocal.evaluator.reports import _plots as plots
+from sdlocal.evaluator.reports._page import (
     Html,
     Page,
     Section,
@@ -26,13 +26,13 @@ from evaluator.reports._page import (
     table,
     tag,
 )
-from evaluator.reports.profiler import (
+from sdlocal.evaluator.reports.profiler import (
     PROFILER_REPORT_KEY,
     RULE_REPORTS_DIR,
     render_profiler_report,
     write_profiler_report,
 )
-from evaluator.reports.profiler_input import (
+from sdlocal.evaluator.reports.profiler_input import (
     JobSummary,
     PhaseTime,
     ProfilerReportInput,

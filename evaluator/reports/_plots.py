@@ -20,7 +20,7 @@ from typing import Any
 
 import numpy as np
 
-from evaluator.reports._page import Html, figure
+from sdlocal.evaluator.reports._page import Html, figure
 
 MAX_POINTS = 1600  # per line; the page is about 1,100 px wide
 RASTER_ABOVE = 3000  # points (markers) of one artist above which it is embedded as a PNG

@@ -8,9 +8,9 @@ from dataclasses import dataclass
 
 import numpy as np
 
-from evaluator.reports import _plots as plots
-from evaluator.reports._page import Html, join, note, table
-from evaluator.reports.profiler_input import StepDurations, SystemData, TimeSeries
+from sdlocal.evaluator.reports import _plots as plots
+from sdlocal.evaluator.reports._page import Html, join, note, table
+from sdlocal.evaluator.reports.profiler_input import StepDurations, SystemData, TimeSeries
 
 HEATMAP_COLUMNS = 400
 DEFAULT_OUTLIER_STDDEV = 3.0

@@ -11,8 +11,8 @@ from __future__ import annotations
 import time
 from collections.abc import Sequence
 
-from evaluator.reports import _profiler_figures as figs
-from evaluator.reports._page import (
+from sdlocal.evaluator.reports import _profiler_figures as figs
+from sdlocal.evaluator.reports._page import (
     Html,
     Page,
     Section,
@@ -27,9 +27,9 @@ from evaluator.reports._page import (
     table,
     tag,
 )
-from evaluator.reports._profiler_text import fill, rule_text
-from evaluator.reports.profiler_input import JobSummary, PhaseTime, ProfilerReportInput, RuleReport
-from trial.storage import Storage
+from sdlocal.evaluator.reports._profiler_text import fill, rule_text
+from sdlocal.evaluator.reports.profiler_input import JobSummary, PhaseTime, ProfilerReportInput, RuleReport
+from sdlocal.trial.storage import Storage
 
 # Where ProfilerReport's outputs go under its rule-output folder, as SageMaker lays them out.
 PROFILER_REPORT_KEY = "profiler-output/profiler-report.html"

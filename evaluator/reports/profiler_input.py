@@ -2,7 +2,7 @@
 the step durations per mode, the time per framework phase and the job's summary figures.
 
 `ProfilerReportInput.from_reader(reader, rule_reports, job_name=...)` builds it from a
-`trial.profiler.ProfilerReader` and the profiler rules' JSON reports (SageMaker's
+`sdlocal.trial.profiler.ProfilerReader` and the profiler rules' JSON reports (SageMaker's
 `{"RuleTriggered", "Violations", "Details", "Datapoints", "RuleParameters"}`); tests and other
 callers can also build it field by field. Times are epoch microseconds, as in trial.profiler.
 """
@@ -15,8 +15,8 @@ from typing import Any
 
 import numpy as np
 
-from trial.modes import ModeKeys
-from trial.profiler import ProfilerReader, names
+from sdlocal.trial.modes import ModeKeys
+from sdlocal.trial.profiler import ProfilerReader, names
 
 
 @dataclass(frozen=True)

@@ -23,9 +23,9 @@ from typing import Any
 
 import numpy as np
 
-from evaluator.reports import _plots as plots
-from evaluator.reports._page import Page, Section, cards, join, key_values, note, paragraph, table
-from trial.storage import Storage
+from sdlocal.evaluator.reports import _plots as plots
+from sdlocal.evaluator.reports._page import Page, Section, cards, join, key_values, note, paragraph, table
+from sdlocal.trial.storage import Storage
 
 XGBOOST_REPORT_KEY = "xgboost_report.html"
 MAX_CLASSES = 50

@@ -10,7 +10,7 @@ import importlib
 import pkgutil
 from typing import Any
 
-from evaluator.rule import Rule
+from sdlocal.evaluator.rule import Rule
 
 
 def rule_classes_in(package: str, path: list[str]) -> list[type[Rule]]:
@@ -34,7 +34,7 @@ def builtin_rule_classes() -> list[type[Rule]]:
 
 
 def __getattr__(name: str) -> Any:
-    """`from evaluator.rules import VanishingGradient` works for every built-in rule."""
+    """`from sdlocal.evaluator.rules import VanishingGradient` works for every built-in rule."""
     for cls in builtin_rule_classes():
         if cls.__name__ == name:
             return cls

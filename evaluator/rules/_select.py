@@ -9,10 +9,10 @@ from typing import Any
 
 import numpy as np
 
-from evaluator.errors import RuleParameterError
-from evaluator.params import parse_str_list
-from evaluator.rule import MISSING_DATA_ERRORS
-from trial.modes import ModeKeys
+from sdlocal.evaluator.errors import RuleParameterError
+from sdlocal.evaluator.params import parse_str_list
+from sdlocal.evaluator.rule import MISSING_DATA_ERRORS
+from sdlocal.trial.modes import ModeKeys
 
 REDUCTION_PREFIX = "smdebug/"
 

@@ -7,7 +7,7 @@ from typing import Any
 
 import numpy as np
 
-from evaluator.rules._select import value_or_none
+from sdlocal.evaluator.rules._select import value_or_none
 
 
 def as_samples_by_units(value: np.ndarray) -> np.ndarray | None:

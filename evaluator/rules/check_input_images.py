@@ -6,9 +6,9 @@ from typing import Any
 
 import numpy as np
 
-from evaluator.params import parse_float, parse_int
-from evaluator.rule import DefaultCollection, Rule, Verdict
-from evaluator.rules._select import TensorSelection, value_or_none
+from sdlocal.evaluator.params import parse_float, parse_int
+from sdlocal.evaluator.rule import DefaultCollection, Rule, Verdict
+from sdlocal.evaluator.rules._select import TensorSelection, value_or_none
 
 
 @dataclass

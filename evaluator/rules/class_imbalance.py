@@ -8,11 +8,11 @@ from typing import Any
 
 import numpy as np
 
-from evaluator.errors import RuleParameterError
-from evaluator.params import parse_bool, parse_float, parse_int
-from evaluator.rule import DefaultCollection, Rule, Verdict
-from evaluator.rules._select import REDUCTION_PREFIX, is_training, value_or_none
-from trial.modes import ModeKeys
+from sdlocal.evaluator.errors import RuleParameterError
+from sdlocal.evaluator.params import parse_bool, parse_float, parse_int
+from sdlocal.evaluator.rule import DefaultCollection, Rule, Verdict
+from sdlocal.evaluator.rules._select import REDUCTION_PREFIX, is_training, value_or_none
+from sdlocal.trial.modes import ModeKeys
 
 # A class with fewer samples than this in the window is not judged for mispredictions.
 MIN_CLASS_SAMPLES = 10

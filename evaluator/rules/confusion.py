@@ -5,10 +5,10 @@ from typing import Any
 
 import numpy as np
 
-from evaluator.params import is_none, parse_float, parse_int
-from evaluator.rule import DefaultCollection, Rule, Verdict
-from evaluator.rules._select import TensorSelection, is_training, value_or_none
-from trial.modes import ModeKeys
+from sdlocal.evaluator.params import is_none, parse_float, parse_int
+from sdlocal.evaluator.rule import DefaultCollection, Rule, Verdict
+from sdlocal.evaluator.rules._select import TensorSelection, is_training, value_or_none
+from sdlocal.trial.modes import ModeKeys
 
 _Counts = dict[tuple[str, str], np.ndarray]  # confusion matrices per (labels, predictions) pair
 

@@ -5,9 +5,9 @@ import time
 from collections.abc import Callable
 from typing import Any
 
-from evaluator.params import parse_float
-from evaluator.rule import DefaultCollection, Rule, Verdict
-from trial.storage import Storage
+from sdlocal.evaluator.params import parse_float
+from sdlocal.evaluator.rule import DefaultCollection, Rule, Verdict
+from sdlocal.trial.storage import Storage
 
 # Redrawing the report costs about a second: while training runs, at most this often.
 DEFAULT_REFRESH_S = 60.0
@@ -60,7 +60,7 @@ class CreateXgboostReport(Rule):
         if self.report_output is None:
             self.logger.info("%s: no rule output to write the report to", self.rule_name)
             return None
-        from evaluator.reports.xgboost import XgboostReportInput, write_xgboost_report
+        from sdlocal.evaluator.reports.xgboost import XgboostReportInput, write_xgboost_report
 
         data = XgboostReportInput.from_trial(self.base_trial, job_name=self.job_name)
         self.written = write_xgboost_report(self.report_output, data)

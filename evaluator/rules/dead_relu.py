@@ -5,10 +5,10 @@ from typing import Any
 
 import numpy as np
 
-from evaluator.params import parse_float
-from evaluator.rule import DefaultCollection, Rule, Verdict
-from evaluator.rules._select import TensorSelection
-from evaluator.rules._units import percent_inactive_at
+from sdlocal.evaluator.params import parse_float
+from sdlocal.evaluator.rule import DefaultCollection, Rule, Verdict
+from sdlocal.evaluator.rules._select import TensorSelection
+from sdlocal.evaluator.rules._units import percent_inactive_at
 
 
 def _positive(value: np.ndarray) -> np.ndarray:

@@ -5,9 +5,9 @@ from typing import Any
 
 import numpy as np
 
-from evaluator.params import parse_bool
-from evaluator.rule import MISSING_DATA_ERRORS, Rule, Verdict
-from evaluator.rules._select import TensorSelection, value_or_none
+from sdlocal.evaluator.params import parse_bool
+from sdlocal.evaluator.rule import MISSING_DATA_ERRORS, Rule, Verdict
+from sdlocal.evaluator.rules._select import TensorSelection, value_or_none
 
 
 def _bad(values: np.ndarray, only_nan: bool) -> bool:

@@ -5,9 +5,9 @@ from typing import Any
 
 import numpy as np
 
-from evaluator.params import parse_float, parse_int
-from evaluator.rule import DefaultCollection, Rule, Verdict
-from evaluator.rules._select import TensorSelection, value_or_none
+from sdlocal.evaluator.params import parse_float, parse_int
+from sdlocal.evaluator.rule import DefaultCollection, Rule, Verdict
+from sdlocal.evaluator.rules._select import TensorSelection, value_or_none
 
 # Boosting rounds (global steps of the XGBoost hook) whose importances are not judged: one or a few
 # shallow trees split on a handful of features whatever the data (a healthy depth-3 model's first

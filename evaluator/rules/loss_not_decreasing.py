@@ -4,11 +4,11 @@ from __future__ import annotations
 from dataclasses import dataclass, field
 from typing import Any
 
-from evaluator.errors import RuleParameterError
-from evaluator.params import parse_bool, parse_float, parse_int, parse_mode
-from evaluator.rule import DefaultCollection, Rule, Verdict
-from evaluator.rules._select import TensorSelection, mean_losses
-from trial.modes import ModeKeys
+from sdlocal.evaluator.errors import RuleParameterError
+from sdlocal.evaluator.params import parse_bool, parse_float, parse_int, parse_mode
+from sdlocal.evaluator.rule import DefaultCollection, Rule, Verdict
+from sdlocal.evaluator.rules._select import TensorSelection, mean_losses
+from sdlocal.trial.modes import ModeKeys
 
 
 @dataclass

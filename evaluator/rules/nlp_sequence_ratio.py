@@ -5,10 +5,10 @@ from typing import Any
 
 import numpy as np
 
-from evaluator.errors import RuleParameterError
-from evaluator.params import parse_float, parse_str_list
-from evaluator.rule import DefaultCollection, Rule, Verdict
-from evaluator.rules._select import TensorSelection, value_or_none
+from sdlocal.evaluator.errors import RuleParameterError
+from sdlocal.evaluator.params import parse_float, parse_str_list
+from sdlocal.evaluator.rule import DefaultCollection, Rule, Verdict
+from sdlocal.evaluator.rules._select import TensorSelection, value_or_none
 
 
 class NLPSequenceRatio(Rule):

@@ -4,10 +4,10 @@ from __future__ import annotations
 import re
 from typing import Any
 
-from evaluator.params import parse_float, parse_int
-from evaluator.rule import DefaultCollection, Rule, Verdict
-from evaluator.rules._select import RunningMeans, TensorSelection, is_training, mean_losses
-from trial.modes import ModeKeys
+from sdlocal.evaluator.params import parse_float, parse_int
+from sdlocal.evaluator.rule import DefaultCollection, Rule, Verdict
+from sdlocal.evaluator.rules._select import RunningMeans, TensorSelection, is_training, mean_losses
+from sdlocal.trial.modes import ModeKeys
 
 # How many standard deviations of the training losses a validation gap must exceed (see Overfit).
 NOISE_STDS = 2.0

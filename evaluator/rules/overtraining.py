@@ -4,10 +4,10 @@ from __future__ import annotations
 from dataclasses import dataclass, field
 from typing import Any
 
-from evaluator.params import parse_float, parse_int
-from evaluator.rule import DefaultCollection, Rule, Verdict
-from evaluator.rules._select import RunningMeans, TensorSelection, is_training, mean_losses
-from trial.modes import ModeKeys
+from sdlocal.evaluator.params import parse_float, parse_int
+from sdlocal.evaluator.rule import DefaultCollection, Rule, Verdict
+from sdlocal.evaluator.rules._select import RunningMeans, TensorSelection, is_training, mean_losses
+from sdlocal.trial.modes import ModeKeys
 
 # A period (one data point of the loss curve) is at most this many saved steps of one mode.
 PERIOD_STEPS = 10

@@ -7,11 +7,11 @@ from typing import Any
 
 import numpy as np
 
-from evaluator.errors import RuleParameterError
-from evaluator.params import parse_float
-from evaluator.rule import DefaultCollection, Rule, Verdict
-from evaluator.rules._select import TensorSelection
-from evaluator.rules._units import percent_inactive_at
+from sdlocal.evaluator.errors import RuleParameterError
+from sdlocal.evaluator.params import parse_float
+from sdlocal.evaluator.rule import DefaultCollection, Rule, Verdict
+from sdlocal.evaluator.rules._select import TensorSelection
+from sdlocal.evaluator.rules._units import percent_inactive_at
 
 _TANH = re.compile("tanh", re.IGNORECASE)
 _SIGMOID = re.compile("sigmoid", re.IGNORECASE)

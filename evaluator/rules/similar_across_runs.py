@@ -6,10 +6,10 @@ from typing import Any
 
 import numpy as np
 
-from evaluator.errors import RuleParameterError
-from evaluator.rule import Rule, Verdict
-from evaluator.rules._select import TensorSelection, value_or_none
-from trial.modes import ModeKeys
+from sdlocal.evaluator.errors import RuleParameterError
+from sdlocal.evaluator.rule import Rule, Verdict
+from sdlocal.evaluator.rules._select import TensorSelection, value_or_none
+from sdlocal.trial.modes import ModeKeys
 
 
 class SimilarAcrossRuns(Rule):

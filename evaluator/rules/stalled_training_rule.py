@@ -5,9 +5,9 @@ import json
 import os
 from typing import Any
 
-from evaluator.errors import RuleParameterError
-from evaluator.params import is_none, parse_bool, parse_float
-from evaluator.rule import Rule, Verdict
+from sdlocal.evaluator.errors import RuleParameterError
+from sdlocal.evaluator.params import is_none, parse_bool, parse_float
+from sdlocal.evaluator.rule import Rule, Verdict
 
 JOB_NAME_ENV = "SDLOCAL_JOB_NAME"
 

@@ -6,10 +6,10 @@ from typing import Any
 
 import numpy as np
 
-from evaluator.errors import RuleParameterError
-from evaluator.params import parse_float
-from evaluator.rule import Rule, Verdict
-from evaluator.rules._select import TensorSelection, reduction_or_none, value_or_none
+from sdlocal.evaluator.errors import RuleParameterError
+from sdlocal.evaluator.params import parse_float
+from sdlocal.evaluator.rule import Rule, Verdict
+from sdlocal.evaluator.rules._select import TensorSelection, reduction_or_none, value_or_none
 
 
 class TensorVariance(Rule):

@@ -5,9 +5,9 @@ from typing import Any
 
 import numpy as np
 
-from evaluator.params import parse_bool, parse_float, parse_int
-from evaluator.rule import Rule, Verdict
-from evaluator.rules._select import TensorSelection, value_or_none
+from sdlocal.evaluator.params import parse_bool, parse_float, parse_int
+from sdlocal.evaluator.rule import Rule, Verdict
+from sdlocal.evaluator.rules._select import TensorSelection, value_or_none
 
 
 class UnchangedTensor(Rule):

@@ -4,9 +4,9 @@ from __future__ import annotations
 import math
 from typing import Any
 
-from evaluator.params import parse_float
-from evaluator.rule import DefaultCollection, Rule, Verdict
-from evaluator.rules._select import TensorSelection, reduction_or_none
+from sdlocal.evaluator.params import parse_float
+from sdlocal.evaluator.rule import DefaultCollection, Rule, Verdict
+from sdlocal.evaluator.rules._select import TensorSelection, reduction_or_none
 
 
 class VanishingGradient(Rule):

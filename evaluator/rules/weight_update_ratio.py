@@ -7,9 +7,9 @@ from typing import Any
 
 import numpy as np
 
-from evaluator.params import parse_float, parse_int
-from evaluator.rule import DefaultCollection, Rule, Verdict
-from evaluator.rules._select import TensorSelection, has_train_steps, training_position, value_or_none
+from sdlocal.evaluator.params import parse_float, parse_int
+from sdlocal.evaluator.rule import DefaultCollection, Rule, Verdict
+from sdlocal.evaluator.rules._select import TensorSelection, has_train_steps, training_position, value_or_none
 
 
 class WeightUpdateRatio(Rule):

@@ -1,4 +1,4 @@
-"""`python -m launcher.serve`: the detached endpoint `sdlocal serve --background` starts."""
+"""`python -m sdlocal.launcher.serve`: the detached endpoint `sdlocal serve --background` starts."""
 from __future__ import annotations
 
 import argparse
@@ -6,13 +6,13 @@ import sys
 import threading
 from pathlib import Path
 
-from launcher.job import stop_on_signals
-from launcher.s3 import sdlocal_home
-from launcher.serve.control import serve_foreground
+from sdlocal.launcher.job.run import stop_on_signals
+from sdlocal.launcher.s3.endpoint import sdlocal_home
+from sdlocal.launcher.serve.control import serve_foreground
 
 
 def main(argv: list[str] | None = None) -> int:
-    parser = argparse.ArgumentParser(prog="python -m launcher.serve")
+    parser = argparse.ArgumentParser(prog="python -m sdlocal.launcher.serve")
     parser.add_argument("--port", type=int, required=True)
     parser.add_argument("--runtime", default="auto")
     parser.add_argument("--ready-file", type=Path, required=True)

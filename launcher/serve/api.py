@@ -9,9 +9,9 @@ from collections.abc import Callable, Mapping
 from datetime import datetime
 from typing import Any
 
-from launcher.errors import LauncherError
-from launcher.serve.jobs import ServedJob
-from launcher.spec import JobSpec
+from sdlocal.launcher.errors import LauncherError
+from sdlocal.launcher.serve.jobs import ServedJob
+from sdlocal.launcher.spec.model import JobSpec
 
 _REQUIRED = ("TrainingJobName", "RoleArn", "OutputDataConfig")  # botocore's CreateTrainingJobRequest
 _STATUSES = ("InProgress", "Completed", "Failed", "Stopping", "Stopped")

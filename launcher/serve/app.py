@@ -11,13 +11,13 @@ from collections.abc import Callable, Iterable, Mapping
 from pathlib import Path
 from typing import Any
 
-from launcher._job_types import RunOptions
-from launcher.lifecycle import JobLifecycle
-from launcher.s3 import DEFAULT_BUCKET, DUMMY_CREDENTIALS, REGION, S3Endpoint, ensure_bucket
-from launcher.serve.api import ApiError, SageMakerApi
-from launcher.serve.jobs import ServedJob, job_folder
-from launcher.serve.logs import ensure_log_group
-from launcher.spec import JobSpec
+from sdlocal.launcher.job.lifecycle import JobLifecycle
+from sdlocal.launcher.job.model import RunOptions
+from sdlocal.launcher.s3.endpoint import DEFAULT_BUCKET, DUMMY_CREDENTIALS, REGION, S3Endpoint, ensure_bucket
+from sdlocal.launcher.serve.api import ApiError, SageMakerApi
+from sdlocal.launcher.serve.jobs import ServedJob, job_folder
+from sdlocal.launcher.serve.logs import ensure_log_group
+from sdlocal.launcher.spec.model import JobSpec
 
 _TARGET_PREFIX = "SageMaker."
 WsgiApp = Callable[[dict[str, Any], Callable[..., Any]], Iterable[bytes]]
@@ -122,7 +122,7 @@ class ServeServer:
                          logs=self.client("logs"), region=REGION)
 
     def _run_job(self, job: ServedJob) -> None:
-        from launcher.runtime._select import select_runtime
+        from sdlocal.launcher.runtime.selection import select_runtime
 
         def echo(line: str) -> None:
             for part in line.splitlines():

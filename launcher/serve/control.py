@@ -19,9 +19,9 @@ from pathlib import Path
 
 import yaml
 
-from launcher._wait import Deadline, wait_for
-from launcher.errors import LauncherError
-from launcher.s3 import DEFAULT_BUCKET, DUMMY_CREDENTIALS, REGION, REPO_ROOT, _pid_alive
+from sdlocal.launcher.errors import LauncherError
+from sdlocal.launcher.s3.endpoint import DEFAULT_BUCKET, DUMMY_CREDENTIALS, REGION, _pid_alive
+from sdlocal.launcher.wait import Deadline, wait_for
 
 DEFAULT_PORT = 8775
 
@@ -75,7 +75,7 @@ def serve_foreground(home: Path, *, port: int, runtime: str, echo: Callable[[str
                      ready: Callable[[str], None], stop: threading.Event | None = None) -> list[str]:
     """Run until `stop` (SIGINT/SIGTERM set it); `ready(url)` once it answers. Returns the jobs that
     did not end in time when stopping."""
-    from launcher.serve.app import ServeServer
+    from sdlocal.launcher.serve.app import ServeServer
 
     stop = stop or threading.Event()
     try:
@@ -95,7 +95,7 @@ def serve_foreground(home: Path, *, port: int, runtime: str, echo: Callable[[str
 
 
 def start_background(home: Path, *, port: int, runtime: str, timeout: float = 60.0) -> ServeState:
-    """Start `python -m launcher.serve` detached; its output goes to `$SDLOCAL_HOME/serve.log`."""
+    """Start `python -m sdlocal.launcher.serve` detached; its output goes to `$SDLOCAL_HOME/serve.log`."""
     running = read_state(home)
     if running is not None and _pid_alive(running.pid):
         raise ServeError(f"sdlocal serve already runs at {running.url} (pid {running.pid}); "
@@ -104,10 +104,9 @@ def start_background(home: Path, *, port: int, runtime: str, timeout: float = 60
     log = home / "serve.log"
     ready_file = home / "serve.ready"
     ready_file.unlink(missing_ok=True)
-    env = {**os.environ, "SDLOCAL_HOME": str(home),
-           "PYTHONPATH": os.pathsep.join(filter(None, [str(REPO_ROOT), os.environ.get("PYTHONPATH")]))}
+    env = {**os.environ, "SDLOCAL_HOME": str(home)}
     with open(log, "ab") as out:
-        proc = subprocess.Popen([sys.executable, "-m", "launcher.serve", "--port", str(port), "--runtime", runtime,
+        proc = subprocess.Popen([sys.executable, "-m", "sdlocal.launcher.serve", "--port", str(port), "--runtime", runtime,
                                  "--ready-file", str(ready_file)], stdin=subprocess.DEVNULL, stdout=out,
                                 stderr=out, start_new_session=True, env=env, cwd=str(home))
 

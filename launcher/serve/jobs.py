@@ -10,12 +10,18 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
-from launcher._job_types import RunOptions
-from launcher.platform import JobDir
-from launcher.s3 import S3Endpoint
-from launcher.serve.logs import LogPump
-from launcher.spec import JobSpec
-from launcher.summary import ACCOUNT, RuleRef, api_rule_status, rule_job_arn, rule_job_summary
+from sdlocal.launcher.job.model import RunOptions
+from sdlocal.launcher.jobdir.folder import JobDir
+from sdlocal.launcher.s3.endpoint import S3Endpoint
+from sdlocal.launcher.serve.logs import LogPump
+from sdlocal.launcher.spec.model import JobSpec
+from sdlocal.launcher.statuses.summary import (
+    ACCOUNT,
+    RuleRef,
+    api_rule_status,
+    rule_job_arn,
+    rule_job_summary,
+)
 
 TERMINAL = ("Completed", "Failed", "Stopped")
 # Fields of CreateTrainingJob that DescribeTrainingJob gives back as sent (botocore's sagemaker model:

@@ -11,7 +11,7 @@ import pytest
 
 from benchmarks.errors import BenchmarkError
 from benchmarks.framework_timeline import verify
-from trial.profiler import TraceWriter
+from sdlocal.trial.profiler import TraceWriter
 
 REPO_ROOT = Path(__file__).resolve().parents[2]
 

@@ -1,5 +1,5 @@
 """Helpers for the tests that run the training scripts of tests/compat/scripts/ (written in the style
-of smdebug's and SageMaker's public examples): under `python -m hook.run`, under the real smdebug
+of smdebug's and SageMaker's public examples): under `python -m sdlocal.hook.run`, under the real smdebug
 1.0.34 (side virtualenv), and dumps of the trials they write, read by our reader or by smdebug's."""
 from __future__ import annotations
 
@@ -109,11 +109,11 @@ def _env(config: Mapping[str, Any] | None, workdir: Path) -> dict[str, str]:
 
 def run_hook_run(script: str, workdir: Path, config: Mapping[str, Any] | None, *args: str,
                  timeout: float = 300) -> subprocess.CompletedProcess[str]:
-    """`python -m hook.run scripts/<script> ARGS` with this checkout first on PYTHONPATH."""
+    """`python -m sdlocal.hook.run scripts/<script> ARGS` with this checkout first on PYTHONPATH."""
     workdir.mkdir(parents=True, exist_ok=True)
     env = _env(config, workdir)
     env["PYTHONPATH"] = str(REPO)
-    return subprocess.run([sys.executable, "-m", "hook.run", str(SCRIPTS / script), *args], cwd=workdir,
+    return subprocess.run([sys.executable, "-m", "sdlocal.hook.run", str(SCRIPTS / script), *args], cwd=workdir,
                           env=env, capture_output=True, text=True, timeout=timeout)
 
 
@@ -128,8 +128,8 @@ def run_smdebug(python: Path, script: str, workdir: Path, config: Mapping[str, A
 
 
 def dump_ours(path: Path) -> dict[str, Any]:
-    from trial import create_trial
-    from trial.modes import ModeKeys
+    from sdlocal.trial import create_trial
+    from sdlocal.trial.modes import ModeKeys
 
     scope: dict[str, Any] = {}
     exec(DUMP, scope)
@@ -196,7 +196,7 @@ def sdlocal_run(spec: Mapping[str, Any], job: str, home: Path, moto_server: str,
     spec_file.write_text(json.dumps(spec))
     env = {**os.environ, "SDLOCAL_HOME": str(home), "PYTHONPATH": str(REPO)}
     env.pop("AWS_ENDPOINT_URL_S3", None)
-    proc = subprocess.run([sys.executable, "-m", "launcher", "run", str(spec_file), "--job-name", job,
+    proc = subprocess.run([sys.executable, "-m", "sdlocal", "run", str(spec_file), "--job-name", job,
                            "--runtime", runtime, "--s3-endpoint-url", moto_server, "--json",
                            "--work-dir", str(home / "jobs" / job)],
                           cwd=REPO, env=env, capture_output=True, text=True, timeout=timeout)
@@ -223,7 +223,7 @@ def reference(case: Case, workdir: Path) -> subprocess.Popen[str]:
     (workdir / "debughookconfig.json").write_text(json.dumps(case.config(job)))
     args = [*case.args, *([case.out_arg, str(job)] if case.out_arg else [])]
     env = {**os.environ, "SMDEBUG_CONFIG_FILE_PATH": str(workdir / "debughookconfig.json"), "PYTHONPATH": str(REPO)}
-    return subprocess.Popen([sys.executable, "-m", "hook.run", str(SCRIPTS / case.script), *args], cwd=workdir,
+    return subprocess.Popen([sys.executable, "-m", "sdlocal.hook.run", str(SCRIPTS / case.script), *args], cwd=workdir,
                             env=env, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
 
 

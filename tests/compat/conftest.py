@@ -2,6 +2,6 @@
 checkout, or a real smdebug, could come first on sys.path otherwise)."""
 from __future__ import annotations
 
-from trial.smdebug_shim import use_sdlocal_smdebug
+from sdlocal.trial.smdebug_shim import use_sdlocal_smdebug
 
 use_sdlocal_smdebug()

@@ -16,12 +16,12 @@ import smdebug.pytorch as smd
 import torch
 from torch import nn
 
-from hook import _current
-from hook._autoattach import AutoAttach
-from hook.config import HookConfig
-from hook.errors import HookError
-from trial import create_trial
-from trial.modes import ModeKeys
+from sdlocal.hook import _current
+from sdlocal.hook._autoattach import AutoAttach
+from sdlocal.hook.config import HookConfig
+from sdlocal.hook.errors import HookError
+from sdlocal.trial import create_trial
+from sdlocal.trial.modes import ModeKeys
 
 
 @pytest.fixture(autouse=True)

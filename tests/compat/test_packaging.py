@@ -10,8 +10,8 @@ from pathlib import Path
 
 import pytest
 
+from sdlocal.trial.smdebug_shim import compat_dir
 from tests.conftest import REPO_ROOT
-from trial.smdebug_shim import compat_dir
 
 FIND = (
     "import importlib.util, sys; spec = importlib.util.find_spec('smdebug'); "
@@ -54,7 +54,7 @@ def test_wheel_brings_smdebug_and_a_real_smdebug_wins(wheel: Path, bare_venv: Pa
     subprocess.run([_python(bare_venv), "-m", "pip", "install", "-q", "--no-deps", str(wheel)], check=True)
     site = _site_packages(bare_venv)
     assert (site / "sdlocal-smdebug.pth").is_file()
-    assert _origin(bare_venv) == str(site / "sdlocal_compat" / "smdebug" / "__init__.py")
+    assert _origin(bare_venv) == str(site / "sdlocal" / "compat" / "smdebug" / "__init__.py")
 
     real = site / "smdebug"  # what `pip install smdebug` puts there
     real.mkdir()
@@ -79,7 +79,7 @@ def test_use_sdlocal_smdebug_replaces_a_loaded_real_one(tmp_path: Path) -> None:
     (real / "__init__.py").write_text("REAL = True\n")
     code = (
         "import sys; sys.path.insert(0, sys.argv[1]); import smdebug; assert smdebug.REAL; "
-        "from trial.smdebug_shim import use_sdlocal_smdebug; use_sdlocal_smdebug(); "
+        "from sdlocal.trial.smdebug_shim import use_sdlocal_smdebug; use_sdlocal_smdebug(); "
         "import smdebug; from smdebug.trials import create_trial; print(smdebug.SDLOCAL)"
     )
     out = subprocess.run([sys.executable, "-c", code, str(tmp_path / "real")], check=True,

@@ -10,9 +10,9 @@ import smdebug.pytorch as smd
 import torch
 from torch import nn
 
-from hook import _timeline
-from hook.profiler_config import ProfilerConfig
-from trial.profiler import ProfilerReader
+from sdlocal.hook import _timeline
+from sdlocal.hook.profiler_config import ProfilerConfig
+from sdlocal.trial.profiler import ProfilerReader
 
 
 @pytest.fixture(autouse=True)

@@ -1,6 +1,6 @@
 """Custom rule files in the style of the public examples (smdebug's documentation: `modes`,
 `invoke_rule`, `create_trial`, `smdebug.exceptions`) run unchanged: under `sdlocal evaluate`,
-in the evaluator process (`python -m evaluator`, rule file from S3), and as a script in the
+in the evaluator process (`python -m sdlocal.evaluator`, rule file from S3), and as a script in the
 user's own Python, where they answer as the real smdebug does on the same trial."""
 from __future__ import annotations
 
@@ -14,11 +14,11 @@ import numpy as np
 import pytest
 from click.testing import CliRunner
 
-from launcher.cli import cli
+from sdlocal.launcher.cli import cli
+from sdlocal.trial import Collection, TrialWriter
 from tests.compat.test_smdebug_api import user_env
 from tests.conftest import REPO_ROOT
 from tests.evaluator.test_main import contract, run_evaluator, status_from_s3, upload_dir
-from trial import Collection, TrialWriter
 
 EVAL_LOSS_RULE = REPO_ROOT / "custom_rules" / "eval_loss_rule.py"
 

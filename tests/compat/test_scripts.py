@@ -1,5 +1,5 @@
 """Training scripts in the style of smdebug's and SageMaker's public examples (tests/compat/scripts/),
-run for real under `python -m hook.run`: what their hook saves is what smdebug 1.0.34's hook saves
+run for real under `python -m sdlocal.hook.run`: what their hook saves is what smdebug 1.0.34's hook saves
 for the same script (same tensors, steps, values, reductions), smdebug's reader opens it, the
 zero-code hook never writes beside the script's hook, and scripts smdebug cannot run (the pruning
 example's hook, a hook created after a forward) save what sdlocal documents."""
@@ -9,6 +9,7 @@ from pathlib import Path
 
 import pytest
 
+from sdlocal.trial import create_trial
 from tests.compat._scripts import (
     COMPARED,
     LATE,
@@ -23,7 +24,6 @@ from tests.compat._scripts import (
     run_smdebug,
     steps_of,
 )
-from trial import create_trial
 
 pytestmark = pytest.mark.slow
 

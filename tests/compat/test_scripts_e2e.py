@@ -1,6 +1,6 @@
 """End to end: the example-style training scripts of tests/compat/scripts/ as `sdlocal run` jobs
 (process runtime, a real moto server). Everything the script's hook saves lands in the job's
-S3 debug-output: the same tensors, steps and values as the script under `python -m hook.run`; a
+S3 debug-output: the same tensors, steps and values as the script under `python -m sdlocal.hook.run`; a
 hook writing to its own out_dir is not uploaded (as on SageMaker); rules see the script's hook.
 The same jobs with `--runtime docker`: tests/docker/test_hook_scripts.py."""
 from __future__ import annotations
@@ -11,13 +11,13 @@ from typing import Any
 
 import pytest
 
+from sdlocal.trial import create_trial
 from tests.compat._scripts import (
     ALL_CASES,
     assert_job_lands_in_s3,
     assert_own_out_dir_not_uploaded,
     assert_rules_see_the_scripts_hook,
 )
-from trial import create_trial
 
 pytestmark = pytest.mark.slow
 RUNTIME = "process"

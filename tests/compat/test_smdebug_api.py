@@ -17,11 +17,11 @@ from typing import Any
 import numpy as np
 import pytest
 
+from sdlocal.trial import Collection, ModeKeys, TrialWriter, create_trial
+from sdlocal.trial.kinds import LocalTrial, S3Trial
+from sdlocal.trial.smdebug_shim import compat_dir, use_sdlocal_smdebug
 from tests.conftest import REPO_ROOT
 from tests.evaluator.test_main import upload_dir
-from trial import Collection, ModeKeys, TrialWriter, create_trial
-from trial.kinds import LocalTrial, S3Trial
-from trial.smdebug_shim import compat_dir, use_sdlocal_smdebug
 
 
 def user_env(**extra: str) -> dict[str, str]:

@@ -9,8 +9,8 @@ import pytest
 import smdebug.xgboost as smx
 import xgboost as xgb
 
-from hook.errors import HookConfigError, HookError
-from trial import create_trial
+from sdlocal.hook.errors import HookConfigError, HookError
+from sdlocal.trial import create_trial
 
 
 def _data() -> tuple[xgb.DMatrix, xgb.DMatrix]:

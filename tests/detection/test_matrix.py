@@ -13,7 +13,7 @@ from detection.matrix import BUDGET, ERROR, FIRED, NO_DATA, SILENT, Results, all
 from detection.profiler_matrix import PROFILER_RULES, PROFILER_SCENARIOS, REPORT_ONLY, held_out_profiler
 from detection.run import main, run_all
 from detection.scenarios import HELD_OUT_SEEDS, LIVE, SCENARIOS, held_out
-from launcher._collections import rule_default_collections
+from sdlocal.launcher.spec.collection_configs import rule_default_collections
 
 TARGETED = sorted({rule for s in SCENARIOS for rule in s.targets})
 HEALTHY = [s.name for s in SCENARIOS if s.healthy]
@@ -268,7 +268,7 @@ def test_recorded_streams_are_sagemaker_system_metric_files(tmp_path: Path) -> N
     import re
 
     from detection import recorded
-    from trial.profiler import ProfilerReader
+    from sdlocal.trial.profiler import ProfilerReader
 
     recorded.record(recorded.memory_leak, 1, tmp_path)
     files = sorted((tmp_path / "profiler-output" / "system" / "incremental").rglob("*.json"))

@@ -20,7 +20,12 @@ class SdlocalImages(NamedTuple):
 @pytest.fixture(scope="session")
 def sdlocal_images(docker_client: Any) -> SdlocalImages:
     """The names of the training and evaluator images of this sdlocal version, once they exist."""
-    from launcher.images import evaluator_image, missing_image_message, missing_images, training_image
+    from sdlocal.launcher.images.build import (
+        evaluator_image,
+        missing_image_message,
+        missing_images,
+        training_image,
+    )
 
     images = SdlocalImages(training=training_image(), evaluator=evaluator_image())
     missing = missing_images(images, client=docker_client)
@@ -35,7 +40,7 @@ def sdlocal_images(docker_client: Any) -> SdlocalImages:
 @pytest.fixture(scope="session")
 def custom_rule_image(docker_client: Any, sdlocal_images: SdlocalImages) -> Iterator[str]:
     """custom_rules/image built FROM this version's evaluator image (WeightNormRule at /opt/rules/)."""
-    from launcher import images as img
+    from sdlocal.launcher.images import build as img
 
     tag = f"sdlocal-test-my-rules:{uuid.uuid4().hex[:8]}"
     img.docker_build(

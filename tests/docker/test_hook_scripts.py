@@ -1,5 +1,5 @@
 """The example-style training scripts of tests/compat/scripts/ as `sdlocal run --runtime docker`
-jobs: what their hook saves lands in S3 as under `python -m hook.run`, one hook per job, a hook
+jobs: what their hook saves lands in S3 as under `python -m sdlocal.hook.run`, one hook per job, a hook
 with its own out_dir is not uploaded, rules see the script's hook (tests/compat/test_scripts_e2e.py
 runs the same with the process runtime)."""
 from __future__ import annotations

@@ -14,10 +14,10 @@ import numpy as np
 import pytest
 from click.testing import CliRunner
 
-from launcher import images as img
-from launcher.images_cli import images as images_group
+from sdlocal.launcher.cli.images import images as images_group
+from sdlocal.launcher.images import build as img
+from sdlocal.trial import Collection, TrialWriter, create_trial
 from tests.docker.conftest import SdlocalImages
-from trial import Collection, TrialWriter, create_trial
 
 REPO = Path(__file__).resolve().parents[2]
 TEST_LABEL = {"sdlocal.test": "tests/docker/test_images.py"}
@@ -198,7 +198,7 @@ def test_evaluator_without_env_exits_with_the_one_line_contract_error(
 @pytest.mark.docker
 def test_evaluator_is_non_root_without_torch(docker_client: Any, sdlocal_images: SdlocalImages) -> None:
     probe = ("import importlib.util, os; print(os.getuid(), os.getcwd(), importlib.util.find_spec('torch') is None);"
-             "import evaluator.registry, trial.proto, boto3")
+             "import sdlocal.evaluator.registry, trial.proto, boto3")
     code, logs = _run(docker_client, sdlocal_images.evaluator, entrypoint=["python", "-c", probe])
     assert code == 0, logs
     assert logs.split() == ["1000", "/tmp", "True"]
@@ -239,7 +239,7 @@ def test_training_image_hook_writes_a_trial_our_reader_reads(
     assert (code, logs.strip()) == (0, "cpu")
 
     code, logs = _run(
-        docker_client, sdlocal_images.training, command=["python", "-m", "hook.run", "train.py", "--lr", "0.01"],
+        docker_client, sdlocal_images.training, command=["python", "-m", "sdlocal.hook.run", "train.py", "--lr", "0.01"],
         volumes={
             str(code_dir): {"bind": "/opt/ml/code", "mode": "ro"},
             str(config_dir): {"bind": "/opt/ml/input/config", "mode": "ro"},

@@ -2,7 +2,7 @@
 its cgroup), the hook's LocalPath is /opt/ml/output/profiler inside it (the job folder's
 output/profiler on the host, uploaded like the tensors), and each profiler rule gets its own
 evaluator container with the evaluator's environment contract, checked by a stand-in run in the
-evaluator image instead of `python -m evaluator` (the real profiler evaluators:
+evaluator image instead of `python -m sdlocal.evaluator` (the real profiler evaluators:
 test_profiler_e2e.py)."""
 from __future__ import annotations
 
@@ -14,20 +14,20 @@ from typing import Any
 
 import pytest
 
-from launcher.job import RunOptions, run_job
-from launcher.platform import JobDir
-from launcher.runtime._docker import DockerRuntime
-from launcher.s3 import S3Endpoint
-from launcher.spec import JobSpec
-from launcher.sysmetrics import make_sampler
+from sdlocal.launcher.job.run import RunOptions, run_job
+from sdlocal.launcher.jobdir.folder import JobDir
+from sdlocal.launcher.runtime.docker import DockerRuntime
+from sdlocal.launcher.s3.endpoint import S3Endpoint
+from sdlocal.launcher.sampler.sampler import make_sampler
+from sdlocal.launcher.spec.model import JobSpec
+from sdlocal.trial.profiler import ProfilerReader
 from tests.docker.test_runtime import leftovers
-from trial.profiler import ProfilerReader
 
 pytestmark = pytest.mark.docker
 
 TRAIN = r'''
 import json, os, time
-from trial.profiler import TraceWriter, now_us
+from sdlocal.trial.profiler import TraceWriter, now_us
 path = os.environ["SMPROFILER_CONFIG_PATH"]
 config = json.load(open(path))
 print("profiler config", path, json.dumps(config), flush=True)

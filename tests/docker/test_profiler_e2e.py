@@ -72,7 +72,7 @@ def test_sdk_job_with_profiler_report_in_containers(docker_client: Any, sdlocal_
     html_file.write_bytes(page["Body"].read())
     check_page(render_page(html_file, tmp_path, ["figure.plot svg", "table.rules tbody tr", "div.cards .card"]))
 
-    summary = subprocess.run([sys.executable, "-m", "launcher", "summary", job, "--json", "--work-dir",
+    summary = subprocess.run([sys.executable, "-m", "sdlocal", "summary", job, "--json", "--work-dir",
                               str(tmp_path / "jobs" / job), "--s3-endpoint-url", moto_server],
                              cwd=REPO, capture_output=True, text=True, timeout=60)
     assert summary.returncode == 0, summary.stderr

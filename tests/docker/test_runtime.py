@@ -17,9 +17,9 @@ from typing import Any
 
 import pytest
 
-from launcher.runtime import RuleLaunch
-from launcher.runtime._docker import DockerRuntime
-from launcher.runtime._docker_config import host_resources
+from sdlocal.launcher.runtime import RuleLaunch
+from sdlocal.launcher.runtime.docker import DockerRuntime
+from sdlocal.launcher.runtime.docker_config import host_resources
 
 REPO = Path(__file__).resolve().parents[2]
 pytestmark = pytest.mark.docker
@@ -29,7 +29,7 @@ STEPS = "20"
 def sdlocal(args: list[str], home: Path, moto_server: str, *, runtime: str = "docker") -> subprocess.Popen[str]:
     env = {**os.environ, "SDLOCAL_HOME": str(home)}
     env.pop("AWS_ENDPOINT_URL_S3", None)
-    cmd = [sys.executable, "-m", "launcher", *args, "--runtime", runtime, "--s3-endpoint-url", moto_server, "--json",
+    cmd = [sys.executable, "-m", "sdlocal", *args, "--runtime", runtime, "--s3-endpoint-url", moto_server, "--json",
            "--work-dir", str(home / "jobs" / args[args.index("--job-name") + 1])]
     return subprocess.Popen(cmd, cwd=REPO, env=env, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
 
@@ -79,7 +79,7 @@ def test_example_job_same_verdicts_one_container_per_rule(
     assert [a["sdlocal.role"] for a in created].count("training") == 1
     assert leftovers(docker_client, job) == []
     # the job's logs came out of the containers (and `sdlocal logs` shows them)
-    logs = subprocess.run([sys.executable, "-m", "launcher", "logs", job, "--work-dir", str(tmp_path / "jobs" / job)],
+    logs = subprocess.run([sys.executable, "-m", "sdlocal", "logs", job, "--work-dir", str(tmp_path / "jobs" / job)],
                           cwd=REPO, capture_output=True, text=True, timeout=60)
     assert logs.returncode == 0 and "done: first loss" in logs.stdout, logs.stderr
     print(f"docker run of the example job: {took:.1f} s")
@@ -293,7 +293,7 @@ def test_custom_rule_image_under_sdlocal_run(docker_client: Any, sdlocal_images:
     assert limits["WeightNormLow"] == limits["WeightNormHigh"] == (int(1e9), 2 * 1024**3)
     # --keep-containers kept them; `sdlocal stop` (no launcher alive) removes them
     env = {**os.environ, "SDLOCAL_HOME": str(tmp_path)}
-    stopped = subprocess.run([sys.executable, "-m", "launcher", "stop", job], cwd=REPO, env=env,
+    stopped = subprocess.run([sys.executable, "-m", "sdlocal", "stop", job], cwd=REPO, env=env,
                              capture_output=True, text=True, timeout=120)
     assert stopped.returncode == 0, stopped.stderr
     assert leftovers(docker_client, job) == []
@@ -312,7 +312,7 @@ def test_stop_without_a_launcher_removes_the_jobs_leftovers(docker_client: Any, 
     try:
         assert len(leftovers(docker_client, job)) == 2
         env = {**os.environ, "SDLOCAL_HOME": str(tmp_path / "home")}
-        stopped = subprocess.run([sys.executable, "-m", "launcher", "stop", job], cwd=REPO, env=env,
+        stopped = subprocess.run([sys.executable, "-m", "sdlocal", "stop", job], cwd=REPO, env=env,
                                  capture_output=True, text=True, timeout=120)
         assert stopped.returncode == 0, stopped.stderr
         assert f"job {job} had no running launcher; removed" in stopped.stdout
@@ -360,8 +360,8 @@ def test_training_container_user_and_networks_seen_from_inside(docker_client: An
     """The training container runs as a non-root user that can write its output folders, sits on the
     job network only (S3 through the gateway; not the host, not the internet); with
     EnableNetworkIsolation it has no network and no S3 settings at all."""
-    from launcher.runtime import TrainingLaunch
-    from launcher.runtime._docker_config import training_user
+    from sdlocal.launcher.runtime import TrainingLaunch
+    from sdlocal.launcher.runtime.docker_config import training_user
 
     runtime = DockerRuntime(docker_client, training_image=sdlocal_images.training,
                             evaluator_image=sdlocal_images.evaluator, echo=lambda _: None)

@@ -6,8 +6,8 @@ from pathlib import Path
 
 import numpy as np
 
-from trial import Collection, TrialWriter, create_trial
-from trial.trial import Trial
+from sdlocal.trial import Collection, TrialWriter, create_trial
+from sdlocal.trial.trial import Trial
 
 COLLECTIONS = (
     Collection("weights", include_regex=("^(?!gradient).*weight",)),

@@ -1,6 +1,6 @@
 """Rule actions: parsing, running once on the first IssuesFound, StopTraining's request object, and
 Email/SMS published to a real moto server's SNS (read back through an SQS queue subscribed to the
-topic), in-process and through `python -m evaluator`."""
+topic), in-process and through `python -m sdlocal.evaluator`."""
 from __future__ import annotations
 
 import json
@@ -12,7 +12,7 @@ import boto3
 import numpy as np
 import pytest
 
-from evaluator.actions import (
+from sdlocal.evaluator.actions import (
     RESULTS_KEY,
     SNS_TOPIC_NAME,
     STOP_REQUEST_KEY,
@@ -22,13 +22,13 @@ from evaluator.actions import (
     parse_actions,
     sns_client_factory,
 )
-from evaluator.api import run_rule
-from evaluator.contract import RuleRequest
-from evaluator.errors import RuleParameterError
-from evaluator.status import RuleStatus, Status
+from sdlocal.evaluator.api import run_rule
+from sdlocal.evaluator.contract import RuleRequest
+from sdlocal.evaluator.errors import RuleParameterError
+from sdlocal.evaluator.status import RuleStatus, Status
+from sdlocal.trial.storage import open_storage
 from tests.evaluator._trials import write_steps
 from tests.evaluator.test_main import contract, run_evaluator, status_from_s3, upload_dir
-from trial.storage import open_storage
 
 
 def test_parse_list_single_object_and_sdk_escaping() -> None:

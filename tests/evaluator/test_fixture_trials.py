@@ -10,8 +10,8 @@ from pathlib import Path
 
 import pytest
 
-from evaluator.api import evaluate_trial
-from evaluator.status import Status
+from sdlocal.evaluator.api import evaluate_trial
+from sdlocal.evaluator.status import Status
 
 TRIALS = ("healthy", "healthy_eval", "healthy_relu", "exploding", "vanishing", "dead_relu", "flat_loss", "zero_weights")
 

@@ -8,12 +8,12 @@ from pathlib import Path
 import numpy as np
 import pytest
 
-from evaluator.loop import evaluate
-from evaluator.rule import Rule, RuleEvaluationConditionMet, Verdict
-from evaluator.rules import ExplodingTensor
-from evaluator.status import RuleStatus, Status
+from sdlocal.evaluator.loop import evaluate
+from sdlocal.evaluator.rule import Rule, RuleEvaluationConditionMet, Verdict
+from sdlocal.evaluator.rules import ExplodingTensor
+from sdlocal.evaluator.status import RuleStatus, Status
+from sdlocal.trial import TrialWriter, create_trial
 from tests.evaluator._trials import COLLECTIONS, Clock
-from trial import TrialWriter, create_trial
 
 W = "Net_fc1.weight"
 
@@ -143,7 +143,7 @@ def test_mixed_modes_and_missing_tensors_are_not_errors(tmp_path: Path) -> None:
     writer.write_step(2, "TRAIN", 1, [(W, np.ones(2)), ("gradient/Net_fc1.weight", np.full(2, 1e-9))])
     writer.write_end_marker()
     trial = create_trial(str(tmp_path))
-    from evaluator.rules import VanishingGradient
+    from sdlocal.evaluator.rules import VanishingGradient
 
     final = evaluate(trial, VanishingGradient(trial), sleep=lambda s: None)
     assert final.status is Status.ISSUES_FOUND and "at step 2 " in final.status_details

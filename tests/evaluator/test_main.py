@@ -1,4 +1,4 @@
-"""`python -m evaluator` as a subprocess: the environment contract, a real moto S3 server, a
+"""`python -m sdlocal.evaluator` as a subprocess: the environment contract, a real moto S3 server, a
 custom rule from S3, and a trial that grows while the evaluator runs."""
 from __future__ import annotations
 
@@ -13,8 +13,8 @@ from pathlib import Path
 import numpy as np
 import pytest
 
+from sdlocal.trial import TrialWriter
 from tests.evaluator._trials import COLLECTIONS
-from trial import TrialWriter
 
 REPO = Path(__file__).resolve().parents[2]
 
@@ -23,7 +23,7 @@ def run_evaluator(env: dict[str, str], timeout: float = 120) -> subprocess.Compl
     full = {k: v for k, v in os.environ.items() if not k.startswith("SDLOCAL_")}
     full.update(env)
     full["PYTHONPATH"] = str(REPO) + os.pathsep + full.get("PYTHONPATH", "")
-    return subprocess.run([sys.executable, "-m", "evaluator"], cwd=REPO, env=full, capture_output=True, text=True, timeout=timeout)
+    return subprocess.run([sys.executable, "-m", "sdlocal.evaluator"], cwd=REPO, env=full, capture_output=True, text=True, timeout=timeout)
 
 
 def upload_dir(s3_client, bucket: str, root: Path, prefix: str) -> None:  # type: ignore[no-untyped-def]
@@ -171,7 +171,7 @@ def test_sigterm_stops_with_status_stopped(tmp_path: Path) -> None:
         "SDLOCAL_DEBUG_OUTPUT": str(trial_dir), "SDLOCAL_RULE_OUTPUT": str(out), "SDLOCAL_POLL_INTERVAL_S": "0.1",
         "PYTHONPATH": str(REPO),
     })
-    proc = subprocess.Popen([sys.executable, "-m", "evaluator"], cwd=REPO, env=env, stderr=subprocess.PIPE, text=True)
+    proc = subprocess.Popen([sys.executable, "-m", "sdlocal.evaluator"], cwd=REPO, env=env, stderr=subprocess.PIPE, text=True)
     try:
         deadline = time.monotonic() + 30
         while not (out / "status.json").exists():  # wait for InProgress, with a deadline

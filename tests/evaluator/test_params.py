@@ -2,9 +2,9 @@ from __future__ import annotations
 
 import pytest
 
-from evaluator.errors import RuleParameterError
-from evaluator.params import parse_bool, parse_float, parse_int, parse_mode, parse_str_list
-from trial.modes import ModeKeys
+from sdlocal.evaluator.errors import RuleParameterError
+from sdlocal.evaluator.params import parse_bool, parse_float, parse_int, parse_mode, parse_str_list
+from sdlocal.trial.modes import ModeKeys
 
 
 def test_float_from_strings_and_numbers() -> None:

@@ -6,13 +6,13 @@ from pathlib import Path
 import numpy as np
 import pytest
 
-from evaluator.errors import CustomRuleError, RuleParameterError, UnknownRuleError
-from evaluator.registry import builtin_rule_infos, get_rule_class, instantiate_rule, load_custom_rule
-from evaluator.rule import Rule, Verdict
-from evaluator.rules import VanishingGradient
+from sdlocal.evaluator.errors import CustomRuleError, RuleParameterError, UnknownRuleError
+from sdlocal.evaluator.registry import builtin_rule_infos, get_rule_class, instantiate_rule, load_custom_rule
+from sdlocal.evaluator.rule import Rule, Verdict
+from sdlocal.evaluator.rules import VanishingGradient
+from sdlocal.trial import create_trial
+from sdlocal.trial.smdebug_shim import compat_dir
 from tests.evaluator._trials import make_trial, train_steps
-from trial import create_trial
-from trial.smdebug_shim import compat_dir
 
 SMDEBUG_STYLE_RULE = '''
 from smdebug.rules.rule import Rule
@@ -140,8 +140,8 @@ def test_custom_rule_file_missing(tmp_path: Path) -> None:
 
 
 def test_a_custom_constructor_failing_otherwise_is_an_error_status_not_a_traceback(tmp_path: Path) -> None:
-    from evaluator.api import evaluate_trial
-    from evaluator.status import Status
+    from sdlocal.evaluator.api import evaluate_trial
+    from sdlocal.evaluator.status import Status
 
     path = tmp_path / "r.py"
     path.write_text(
@@ -167,7 +167,7 @@ def test_each_tensor_rule_owns_its_default_collections() -> None:
     collections sdlocal adds come after them; profiler rules bring none."""
     from smdebug_rulesconfig.debugger_rules._utils import _get_rule_config
 
-    from evaluator.registry import BUILTIN_RULES, default_collections, rule_kind
+    from sdlocal.evaluator.registry import BUILTIN_RULES, default_collections, rule_kind
 
     added = {}
     for name, cls in BUILTIN_RULES.items():
@@ -190,8 +190,8 @@ def test_each_tensor_rule_owns_its_default_collections() -> None:
 
 
 def test_rule_kind() -> None:
-    from evaluator import ProfilerRule
-    from evaluator.registry import rule_kind
+    from sdlocal.evaluator import ProfilerRule
+    from sdlocal.evaluator.registry import rule_kind
 
     assert rule_kind("VanishingGradient") == "tensor"
     assert rule_kind("ProfilerReport") == "profiler" and rule_kind("StepOutlier") == "profiler"

@@ -7,10 +7,10 @@ from typing import Any
 import numpy as np
 import pytest
 
-from evaluator.errors import RuleParameterError
-from evaluator.loop import evaluate
-from evaluator.rule import Verdict
-from evaluator.rules import (
+from sdlocal.evaluator.errors import RuleParameterError
+from sdlocal.evaluator.loop import evaluate
+from sdlocal.evaluator.rule import Verdict
+from sdlocal.evaluator.rules import (
     AllZero,
     ExplodingTensor,
     LossNotDecreasing,
@@ -18,7 +18,7 @@ from evaluator.rules import (
     VanishingGradient,
     builtin_rule_classes,
 )
-from evaluator.status import Status
+from sdlocal.evaluator.status import Status
 from tests.evaluator._trials import losses, make_trial, train_steps
 
 W = "Net_fc1.weight"

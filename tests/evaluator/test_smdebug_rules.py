@@ -10,16 +10,16 @@ from typing import Any
 import numpy as np
 import pytest
 
-from evaluator.loop import evaluate
-from evaluator.rule import Rule, RuleEvaluationConditionMet, Verdict
-from evaluator.rule_invoker import invoke_rule
-from evaluator.rules import VanishingGradient
-from evaluator.status import Status
+from sdlocal.evaluator.loop import evaluate
+from sdlocal.evaluator.rule import Rule, RuleEvaluationConditionMet, Verdict
+from sdlocal.evaluator.rule_invoker import invoke_rule
+from sdlocal.evaluator.rules import VanishingGradient
+from sdlocal.evaluator.status import Status
+from sdlocal.trial import TrialWriter, create_trial
+from sdlocal.trial.errors import NoMoreData, StepUnavailable, TensorUnavailable, TensorUnavailableForStep
+from sdlocal.trial.trial import Trial
 from tests.evaluator._trials import Clock, make_trial, train_steps, write_steps
 from tests.trial.test_live import CountingStorage
-from trial import TrialWriter, create_trial
-from trial.errors import NoMoreData, StepUnavailable, TensorUnavailable, TensorUnavailableForStep
-from trial.trial import Trial
 
 
 class AboveThreshold(Rule):

@@ -5,7 +5,7 @@ import json
 import re
 from pathlib import Path
 
-from evaluator.status import (
+from sdlocal.evaluator.status import (
     RuleStatus,
     Status,
     client_error_details,
@@ -14,7 +14,7 @@ from evaluator.status import (
     read_status,
     write_status,
 )
-from trial.storage import open_storage
+from sdlocal.trial.storage import open_storage
 
 
 def test_json_shape_and_round_trip(tmp_path: Path) -> None:

@@ -6,8 +6,8 @@ from typing import Any
 
 import pytest
 
-from evaluator import watchdog as wd
-from evaluator.watchdog import PREFIX, RuleWatchdog
+from sdlocal.evaluator import watchdog as wd
+from sdlocal.evaluator.watchdog import PREFIX, RuleWatchdog
 
 
 class Clock:

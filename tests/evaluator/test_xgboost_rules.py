@@ -10,12 +10,12 @@ import numpy as np
 import pytest
 
 from detection import xgb as runs
-from evaluator.api import evaluate_trial, run_rule
-from evaluator.reports.xgboost import XgboostReportInput, classification_rows, confusion, task_of
-from evaluator.status import Status
-from trial import create_trial
-from trial.storage import open_storage
-from trial.writer import TrialWriter
+from sdlocal.evaluator.api import evaluate_trial, run_rule
+from sdlocal.evaluator.reports.xgboost import XgboostReportInput, classification_rows, confusion, task_of
+from sdlocal.evaluator.status import Status
+from sdlocal.trial import create_trial
+from sdlocal.trial.storage import open_storage
+from sdlocal.trial.writer import TrialWriter
 
 REPORT_COLLECTIONS = ["metrics", "losses", "hyperparameters", "predictions", "labels", "feature_importance",
                       "average_shap", "full_shap", "trees"]
@@ -101,8 +101,8 @@ def test_report_input_for_regression(tmp_path: Path) -> None:
                                                                    "eval_metric": "rmse"})
     import xgboost as xgb
 
-    from hook.config import HookConfig
-    from hook.xgboost import Hook
+    from sdlocal.hook.config import HookConfig
+    from sdlocal.hook.xgboost import Hook
 
     (x, y), (xv, yv) = runs.data(setup)
     y, yv = x[:, 0] * 3 + x[:, 1], xv[:, 0] * 3 + xv[:, 1]
@@ -117,7 +117,7 @@ def test_report_input_for_regression(tmp_path: Path) -> None:
     data = XgboostReportInput.from_trial(create_trial(tmp_path / "r"), job_name="reg")
     assert data.labels is not None and data.predictions is not None
     assert task_of(data.labels, data.predictions)[0] == "regression"
-    from evaluator.reports.xgboost import render_xgboost_report
+    from sdlocal.evaluator.reports.xgboost import render_xgboost_report
 
     html = render_xgboost_report(data)
     assert ">Residuals</h2>" in html and "RMSE" in html and ">Confusion matrix</h2>" not in html
@@ -147,7 +147,7 @@ def test_hostile_feature_names_are_escaped(tmp_path: Path) -> None:
                                        ("validation-rmse", np.float64(0.5))])
     writer.write_collections([])
     writer.write_end_marker()
-    from evaluator.reports.xgboost import render_xgboost_report
+    from sdlocal.evaluator.reports.xgboost import render_xgboost_report
 
     html = render_xgboost_report(XgboostReportInput.from_trial(create_trial(tmp_path / "h"), job_name=evil))
     assert evil not in html and re.search(r"&lt;img src=x", html)

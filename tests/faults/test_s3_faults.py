@@ -37,7 +37,7 @@ def start_job(job: str, home: Path, endpoint: str | None, *params: str) -> subpr
         for name in ("AWS_ACCESS_KEY_ID", "AWS_SECRET_ACCESS_KEY", "AWS_PROFILE", "AWS_SESSION_TOKEN"):
             env.pop(name, None)
         env["AWS_SHARED_CREDENTIALS_FILE"] = env["AWS_CONFIG_FILE"] = str(home / "no-aws-files")
-    args = [sys.executable, "-m", "launcher", "run", "examples/job.yaml", "--job-name", job, "--json", *endpoint_args]
+    args = [sys.executable, "-m", "sdlocal", "run", "examples/job.yaml", "--job-name", job, "--json", *endpoint_args]
     for p in params:
         args += ["-p", p]
     return subprocess.Popen(args, cwd=REPO, env=env, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
@@ -97,7 +97,7 @@ def reference_verdicts(home: Path, job: str) -> dict[str, str]:
     out = {}
     for rule in JOB_SPEC["DebugRuleConfigurations"]:
         params = dict(rule["RuleParameters"])
-        args = [sys.executable, "-m", "launcher", "evaluate", str(home / "jobs" / job / "output" / "tensors"),
+        args = [sys.executable, "-m", "sdlocal", "evaluate", str(home / "jobs" / job / "output" / "tensors"),
                 "--rule", params.pop("rule_to_invoke"), "--json"]
         for k, v in params.items():
             args += ["--param", f"{k}={v}"]
@@ -187,7 +187,7 @@ def test_s3_frozen_for_more_than_a_minute_changes_nothing(tmp_path: Path) -> Non
 
 
 def test_embedded_s3_crashing_mid_job_comes_back_with_its_data(tmp_path: Path) -> None:
-    from launcher.s3 import EmbeddedS3
+    from sdlocal.launcher.s3.endpoint import EmbeddedS3
 
     server = EmbeddedS3(tmp_path)
     job = f"fault-embedded-{uuid.uuid4().hex[:6]}"

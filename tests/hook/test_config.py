@@ -6,15 +6,15 @@ from pathlib import Path
 
 import pytest
 
-from hook.config import (
+from sdlocal.hook.config import (
     CONFIG_FILE_PATH_ENV,
     DEFAULT_CONFIG_FILE_PATH,
     HookConfig,
     ModeSaveConfig,
     Reduction,
 )
-from hook.errors import HookConfigError
-from trial.modes import ModeKeys
+from sdlocal.hook.errors import HookConfigError
+from sdlocal.trial.modes import ModeKeys
 
 
 def test_defaults_save_losses_every_500_steps() -> None:

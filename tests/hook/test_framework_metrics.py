@@ -1,5 +1,5 @@
 """Framework metrics end to end: unmodified training scripts with real DataLoaders under
-`python -m hook.run` with a profilerconfig.json, the trace files read back by our ProfilerReader
+`python -m sdlocal.hook.run` with a profilerconfig.json, the trace files read back by our ProfilerReader
 and by the real smdebug 1.0.34 (side virtualenv)."""
 from __future__ import annotations
 
@@ -13,9 +13,9 @@ from typing import Any
 
 import pytest
 
-from trial import create_trial
-from trial.modes import ModeKeys
-from trial.profiler import ProfilerReader, TraceEvent
+from sdlocal.trial import create_trial
+from sdlocal.trial.modes import ModeKeys
+from sdlocal.trial.profiler import ProfilerReader, TraceEvent
 
 REPO = Path(__file__).resolve().parents[2]
 LOADER_TRAIN = REPO / "tests" / "hook" / "scripts" / "loader_train.py"
@@ -51,7 +51,7 @@ def _run(tmp_path: Path, script: Path, params: dict[str, Any] | None, *args: str
             json.dumps({"ProfilingParameters": params, "DisableProfiler": disable}))
     if hook_config is not None:
         (tmp_path / "debughookconfig.json").write_text(json.dumps(hook_config))
-    return subprocess.run([sys.executable, "-m", "hook.run", str(script), *args], cwd=tmp_path, env=env,
+    return subprocess.run([sys.executable, "-m", "sdlocal.hook.run", str(script), *args], cwd=tmp_path, env=env,
                           capture_output=True, text=True, timeout=300)
 
 
@@ -203,5 +203,5 @@ def test_a_bad_profiler_config_fails_before_training(tmp_path: Path) -> None:
     assert proc.returncode == 2 and proc.stdout == ""
     path = tmp_path / "profilerconfig.json"
     assert proc.stderr.strip().splitlines() == [
-        f"hook.run: bad profiler config {path}: ProfilingParameters.DataloaderProfilingConfig.StartStep: "
+        f"sdlocal.hook.run: bad profiler config {path}: ProfilingParameters.DataloaderProfilingConfig.StartStep: "
         "expected an integer, got 'soon'"]

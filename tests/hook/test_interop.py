@@ -12,10 +12,10 @@ import pytest
 import torch
 from torch import nn
 
-from hook.config import HookConfig
-from hook.pytorch import Hook
-from trial import create_trial
-from trial.modes import ModeKeys
+from sdlocal.hook.config import HookConfig
+from sdlocal.hook.pytorch import Hook
+from sdlocal.trial import create_trial
+from sdlocal.trial.modes import ModeKeys
 
 pytestmark = pytest.mark.interop
 

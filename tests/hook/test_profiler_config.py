@@ -8,8 +8,8 @@ from pathlib import Path
 
 import pytest
 
-from hook.errors import HookConfigError
-from hook.profiler_config import (
+from sdlocal.hook.errors import HookConfigError
+from sdlocal.hook.profiler_config import (
     CLOSE_INTERVAL_DEFAULT_S,
     DEFAULT_LOCAL_PATH,
     FILE_OPEN_FAIL_THRESHOLD_DEFAULT,
@@ -118,7 +118,7 @@ def test_open_ended_and_empty_ranges() -> None:
 
 
 def test_unknown_keys_are_logged_and_ignored(caplog: pytest.LogCaptureFixture) -> None:
-    with caplog.at_level(logging.WARNING, logger="hook.profiler_config"):
+    with caplog.at_level(logging.WARNING, logger="sdlocal.hook.profiler_config"):
         cfg = _cfg({"ProfilingIntervalInMilliseconds": "500", "CPUProfilingDuration": "3600",
                     "DataloaderProfilingConfig": '{"StartStep": 1, "Colour": "red"}'}, Extra=1)
     assert cfg.enabled and cfg.dataloader is not None and cfg.dataloader.range == ProfileRange(1, None)

@@ -10,11 +10,11 @@ import pytest
 import torch
 from torch import nn
 
-from hook.config import HookConfig
-from hook.errors import HookError, HookWriteError
-from hook.pytorch import Hook
-from trial import create_trial
-from trial.modes import ModeKeys
+from sdlocal.hook.config import HookConfig
+from sdlocal.hook.errors import HookError, HookWriteError
+from sdlocal.hook.pytorch import Hook
+from sdlocal.trial import create_trial
+from sdlocal.trial.modes import ModeKeys
 
 
 def _model() -> nn.Sequential:

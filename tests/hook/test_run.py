@@ -1,4 +1,4 @@
-"""End to end: `python -m hook.run examples/train.py ...` in a subprocess, read with create_trial."""
+"""End to end: `python -m sdlocal.hook.run examples/train.py ...` in a subprocess, read with create_trial."""
 from __future__ import annotations
 
 import json
@@ -11,8 +11,8 @@ import numpy as np
 import pytest
 import torch
 
-from trial import create_trial
-from trial.modes import ModeKeys
+from sdlocal.trial import create_trial
+from sdlocal.trial.modes import ModeKeys
 
 REPO = Path(__file__).resolve().parents[2]
 TRAIN = REPO / "examples" / "train.py"
@@ -27,7 +27,7 @@ def _run(tmp_path: Path, config: dict | None, *args: str) -> subprocess.Complete
     if config is not None:
         cfg_path.write_text(json.dumps(config))
     env["SMDEBUG_CONFIG_FILE_PATH"] = str(cfg_path)
-    return subprocess.run([sys.executable, "-m", "hook.run", str(TRAIN), "--log-every", "0", *args],
+    return subprocess.run([sys.executable, "-m", "sdlocal.hook.run", str(TRAIN), "--log-every", "0", *args],
                           cwd=tmp_path, env=env, capture_output=True, text=True, timeout=300)
 
 

@@ -12,11 +12,11 @@ import torch
 from tensorboard.backend.event_processing.event_accumulator import EventAccumulator
 from torch import nn
 
-from hook import _tensorboard
-from hook._tensorboard import TensorBoardWriter, histogram_proto
-from hook.config import HookConfig
-from hook.pytorch import Hook
-from trial.tfrecord import masked_crc32c
+from sdlocal.hook import _tensorboard
+from sdlocal.hook._tensorboard import TensorBoardWriter, histogram_proto
+from sdlocal.hook.config import HookConfig
+from sdlocal.hook.pytorch import Hook
+from sdlocal.trial.tfrecord import masked_crc32c
 
 
 def _accumulate(folder: Path) -> EventAccumulator:

@@ -12,14 +12,14 @@ from torch import nn
 from torch.utils.data import DataLoader, TensorDataset
 from torch.utils.data import dataloader as dl
 
-from hook import _timeline
-from hook._autoattach import AutoAttach
-from hook.config import HookConfig
-from hook.profiler_config import DataloaderProfiling, ProfileRange, ProfilerConfig
-from hook.pytorch import Hook
-from trial.modes import ModeKeys
-from trial.profiler import ProfilerReader
-from trial.profiler.names import parse_trace_key
+from sdlocal.hook import _timeline
+from sdlocal.hook._autoattach import AutoAttach
+from sdlocal.hook.config import HookConfig
+from sdlocal.hook.profiler_config import DataloaderProfiling, ProfileRange, ProfilerConfig
+from sdlocal.hook.pytorch import Hook
+from sdlocal.trial.modes import ModeKeys
+from sdlocal.trial.profiler import ProfilerReader
+from sdlocal.trial.profiler.names import parse_trace_key
 
 # A Hook that saves no tensor: the timeline driven by the tensor hook's step logic.
 TIMELINE_ONLY = HookConfig(collections=(), saved_collection_names=frozenset())
@@ -256,7 +256,7 @@ def test_write_failures_make_the_timeline_give_up_not_training(
     model, opt, loss_fn = _model()
     hook = Hook(TIMELINE_ONLY, dry_run=True, out_dir=tmp_path / "tensors")
     hook.register_module(model)
-    with caplog.at_level(logging.WARNING, logger="hook._timeline"):
+    with caplog.at_level(logging.WARNING, logger="sdlocal.hook._timeline"):
         for _ in range(5):
             _train_step(model, opt, loss_fn)
             tl.drain()

@@ -1,5 +1,5 @@
 """The XGBoost hook: smdebug's collections from a real xgboost training, per-collection save
-configs, smdebug's API (smdebug.xgboost), zero-code attach under `python -m hook.run`, TensorBoard
+configs, smdebug's API (smdebug.xgboost), zero-code attach under `python -m sdlocal.hook.run`, TensorBoard
 files, and the real smdebug reading what it wrote."""
 from __future__ import annotations
 
@@ -15,11 +15,11 @@ import pytest
 import xgboost as xgb
 from tensorboard.backend.event_processing.event_accumulator import EventAccumulator
 
-from hook import _tensorboard
-from hook.config import HookConfig
-from hook.errors import HookConfigError
-from hook.xgboost import IMPORTANCE_TYPES, Hook, load_data
-from trial import create_trial
+from sdlocal.hook import _tensorboard
+from sdlocal.hook.config import HookConfig
+from sdlocal.hook.errors import HookConfigError
+from sdlocal.hook.xgboost import IMPORTANCE_TYPES, Hook, load_data
+from sdlocal.trial import create_trial
 
 REPO = Path(__file__).resolve().parents[2]
 ALL = ["metrics", "losses", "hyperparameters", "predictions", "labels", "feature_importance",
@@ -186,7 +186,7 @@ def test_hook_run_attaches_or_uses_the_scripts_hook(tmp_path: Path, mode: str) -
                                                                "labels", "average_shap")]})
     env = {**os.environ, "PYTHONPATH": str(REPO), "SMDEBUG_CONFIG_FILE_PATH": str(cfg),
            "TENSORBOARD_CONFIG_FILE_PATH": str(tmp_path / "none.json")}
-    proc = subprocess.run([sys.executable, "-m", "hook.run", str(script), mode], cwd=tmp_path, env=env,
+    proc = subprocess.run([sys.executable, "-m", "sdlocal.hook.run", str(script), mode], cwd=tmp_path, env=env,
                           capture_output=True, text=True, timeout=300)
     assert proc.returncode == 0, proc.stderr
     tr = create_trial(out)

@@ -59,7 +59,7 @@ def sdlocal(args: list[str], home: Path, moto_server: str, runtime: str = "proce
             timeout: float = 400) -> subprocess.CompletedProcess[str]:
     env = {**os.environ, "SDLOCAL_HOME": str(home), "SDLOCAL_RUNTIME": runtime}
     env.pop("AWS_ENDPOINT_URL_S3", None)
-    return subprocess.run([sys.executable, "-m", "launcher", *args, "--s3-endpoint-url", moto_server, "--json"],
+    return subprocess.run([sys.executable, "-m", "sdlocal", *args, "--s3-endpoint-url", moto_server, "--json"],
                           cwd=REPO, env=env, capture_output=True, text=True, timeout=timeout)
 
 

@@ -13,16 +13,16 @@ from typing import Any
 
 import pytest
 
-from evaluator.actions import STOP_REQUEST_KEY, StopRequest
-from launcher.actions import StopRequestWatcher
-from launcher.job import JobResult, RunOptions, run_job
-from launcher.platform import JobDir
-from launcher.runtime import ProcessRuntime, RuleLaunch
-from launcher.runtime._process import ProcessHandle
-from launcher.s3 import S3Endpoint
-from launcher.spec import JobSpec
+from sdlocal.evaluator.actions import STOP_REQUEST_KEY, StopRequest
+from sdlocal.launcher.job.run import JobResult, RunOptions, run_job
+from sdlocal.launcher.job.stop_training import StopRequestWatcher
+from sdlocal.launcher.jobdir.folder import JobDir
+from sdlocal.launcher.runtime import ProcessRuntime, RuleLaunch
+from sdlocal.launcher.runtime.process import ProcessHandle
+from sdlocal.launcher.s3.endpoint import S3Endpoint
+from sdlocal.launcher.spec.model import JobSpec
+from sdlocal.trial.storage import S3Storage
 from tests.launcher._procs import gone
-from trial.storage import S3Storage
 
 
 def put_request(s3_client: Any, bucket: str, rule: str, prefix: str, step: int = 4) -> None:
@@ -53,7 +53,7 @@ def test_watcher_matches_the_prefix_once_per_interval(s3_client: Any, bucket: st
 TRAINER = r'''
 import json, os, sys, time
 import numpy as np
-from trial.writer import TrialWriter
+from sdlocal.trial.writer import TrialWriter
 open(os.path.join(os.environ["PIDS_DIR"], "training"), "w").write(str(os.getpid()))
 cfg = json.load(open(os.environ["SMDEBUG_CONFIG_FILE_PATH"]))
 writer = TrialWriter(cfg["LocalPath"])
@@ -98,10 +98,10 @@ class RecordingRuntime(ProcessRuntime):
 
 @pytest.fixture
 def runtime(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> RecordingRuntime:
-    """Training is the stand-in above; evaluators are the real `python -m evaluator`."""
+    """Training is the stand-in above; evaluators are the real `python -m sdlocal.evaluator`."""
     (tmp_path / "trainer.py").write_text(TRAINER)
     script = tmp_path / "python"
-    script.write_text(f'#!/bin/sh\nif [ "$2" = hook.run ]; then exec {sys.executable} {tmp_path / "trainer.py"}; fi\n'
+    script.write_text(f'#!/bin/sh\nif [ "$2" = sdlocal.hook.run ]; then exec {sys.executable} {tmp_path / "trainer.py"}; fi\n'
                       f'exec {sys.executable} "$@"\n')
     script.chmod(0o755)
     (tmp_path / "pids").mkdir()
@@ -193,7 +193,7 @@ def test_stalled_training_rule_stops_a_hung_training(tmp_path: Path, moto_server
     stop_training_on_fire=True fires after `threshold` idle seconds, and the launcher stops the job."""
     from click.testing import CliRunner
 
-    from launcher.cli import cli
+    from sdlocal.launcher.cli import cli
 
     monkeypatch.setenv("SDLOCAL_HOME", str(tmp_path / "home"))
     examples = Path(__file__).resolve().parents[2] / "examples"

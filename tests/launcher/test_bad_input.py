@@ -31,7 +31,7 @@ def sdlocal(args: list[str], home: Path, *, endpoint: str | None, cwd: Path, env
         base.update(env)
     if endpoint:  # never the embedded S3 server: it would outlive the test by design
         base["AWS_ENDPOINT_URL_S3"] = endpoint
-    return subprocess.run([sys.executable, "-m", "launcher", *args], cwd=cwd, env=base, capture_output=True,
+    return subprocess.run([sys.executable, "-m", "sdlocal", *args], cwd=cwd, env=base, capture_output=True,
                           text=True, timeout=timeout)
 
 

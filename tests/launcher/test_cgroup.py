@@ -8,8 +8,8 @@ from typing import Any
 
 import pytest
 
-from launcher._cgroup import ContainerCollector
-from launcher.sysmetrics import CollectorUnavailable
+from sdlocal.launcher.sampler.cgroup import ContainerCollector
+from sdlocal.launcher.sampler.sampler import CollectorUnavailable
 
 from .test_sysmetrics import NET, Clock, write_proc
 
@@ -136,7 +136,7 @@ def test_unreachable_cgroup_is_one_clear_error(tmp_path: Path) -> None:
 @pytest.mark.docker
 def test_a_real_container(docker_client: Any) -> None:
     """A busy container held to --cpus 0.5 on one core and --memory 64m, as Docker sees it."""
-    from launcher.images import evaluator_image
+    from sdlocal.launcher.images.build import evaluator_image
 
     image = evaluator_image()
     try:

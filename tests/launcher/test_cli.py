@@ -12,9 +12,9 @@ import click
 import pytest
 from click.testing import CliRunner
 
-from launcher.cli import cli
-from launcher.errors import SpecError
-from launcher.overrides import group_rule_flags, rule_options_in_order
+from sdlocal.launcher.cli import cli
+from sdlocal.launcher.errors import SpecError
+from sdlocal.launcher.spec.overrides import group_rule_flags, rule_options_in_order
 
 
 def all_commands(group: click.Group, prefix: tuple[str, ...] = ()) -> list[tuple[str, ...]]:
@@ -155,7 +155,7 @@ def test_s3_status_and_stop(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> 
     runner = CliRunner()
     # first line: whether it runs; second: its data on disk (tests/launcher/test_s3.py)
     assert runner.invoke(cli, ["s3", "status"]).output.splitlines()[0] == "not running"
-    from launcher.s3 import EmbeddedS3
+    from sdlocal.launcher.s3.endpoint import EmbeddedS3
 
     state = EmbeddedS3(tmp_path).ensure()
     try:
@@ -240,7 +240,7 @@ def test_logs_of_a_job(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
 def test_stop_asks_the_running_launcher(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
     import threading
 
-    from launcher.runtime._control import StopWatcher, register, unregister
+    from sdlocal.launcher.job.registry import StopWatcher, register, unregister
 
     monkeypatch.setenv("SDLOCAL_HOME", str(tmp_path))
     job_dir = tmp_path / "somewhere" / "j2"
@@ -262,8 +262,8 @@ def test_stop_asks_the_running_launcher(tmp_path: Path, monkeypatch: pytest.Monk
 def test_docker_runtime_missing_image_is_one_line(tmp_path: Path) -> None:
     import docker.errors
 
-    from launcher.errors import RuntimeLaunchError
-    from launcher.runtime._select import select_runtime
+    from sdlocal.launcher.errors import RuntimeLaunchError
+    from sdlocal.launcher.runtime.selection import select_runtime
 
     class Images:
         def get(self, name: str) -> None:
@@ -332,7 +332,7 @@ def test_run_of_a_job_already_running_is_refused(tmp_path: Path, moto_server: st
     import subprocess
     import sys
 
-    from launcher.runtime._control import find_running, register
+    from sdlocal.launcher.job.registry import find_running, register
 
     home = tmp_path / "home"
     monkeypatch.setenv("SDLOCAL_HOME", str(home))

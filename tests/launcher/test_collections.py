@@ -9,11 +9,15 @@ import pytest
 import torch
 from torch import nn
 
-from hook.config import HookConfig
-from hook.pytorch import Hook
-from launcher._collections import CollectionConfig, merge_collections, rule_default_collections
-from trial import create_trial
-from trial.modes import ModeKeys
+from sdlocal.hook.config import HookConfig
+from sdlocal.hook.pytorch import Hook
+from sdlocal.launcher.spec.collection_configs import (
+    CollectionConfig,
+    merge_collections,
+    rule_default_collections,
+)
+from sdlocal.trial import create_trial
+from sdlocal.trial.modes import ModeKeys
 
 # What each rule reads (rules.md), as collections of the trial.
 RULE_READS: dict[str, tuple[str, ...]] = {

@@ -7,7 +7,7 @@ from pathlib import Path
 import pytest
 from click.testing import CliRunner
 
-from launcher.cli import cli
+from sdlocal.launcher.cli import cli
 
 RULE_FILE = Path(__file__).resolve().parents[2] / "custom_rules" / "custom_gradient_rule.py"
 

@@ -11,9 +11,9 @@ from typing import Any
 import pytest
 from click.testing import CliRunner
 
-from launcher.cli import cli
+from sdlocal.launcher.cli import cli
+from sdlocal.trial.smdebug_shim import compat_dir
 from tests.evaluator.test_main import upload_dir
-from trial.smdebug_shim import compat_dir
 
 CUSTOM_RULES = Path(__file__).resolve().parents[2] / "custom_rules"
 EXAMPLES = Path(__file__).resolve().parents[2] / "examples"
@@ -193,7 +193,7 @@ def test_rule_timeout_must_be_positive(fixture_trials: Path, value: str) -> None
 
 
 def test_the_cli_default_rule_timeout_is_the_evaluators() -> None:
-    from evaluator.watchdog import DEFAULT_RULE_TIMEOUT_S
-    from launcher.cli import DEFAULT_RULE_TIMEOUT_S as CLI_DEFAULT
+    from sdlocal.evaluator.watchdog import DEFAULT_RULE_TIMEOUT_S
+    from sdlocal.launcher.cli import DEFAULT_RULE_TIMEOUT_S as CLI_DEFAULT
 
     assert CLI_DEFAULT == DEFAULT_RULE_TIMEOUT_S == 300.0

@@ -22,7 +22,7 @@ FINAL = {"IssuesFound", "NoIssuesFound", "Error", "Stopped"}
 def sdlocal(args: list[str], home: Path, moto_server: str) -> subprocess.Popen[str]:
     env = {**os.environ, "SDLOCAL_HOME": str(home)}
     env.pop("AWS_ENDPOINT_URL_S3", None)
-    return subprocess.Popen([sys.executable, "-m", "launcher", *args, "--s3-endpoint-url", moto_server, "--json"],
+    return subprocess.Popen([sys.executable, "-m", "sdlocal", *args, "--s3-endpoint-url", moto_server, "--json"],
                             cwd=REPO, env=env, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
 
 
@@ -116,7 +116,7 @@ def test_training_killed_midway_fails_the_job(tmp_path: Path, moto_server: str, 
     proc = sdlocal(["run", "examples/job.yaml", "--job-name", job, "-p", "steps=100000"], tmp_path, moto_server)
     try:
         wait_for_text(tmp_path / "jobs" / job / "logs" / "training.log", "step 10 ")
-        training = [p for p in job_pids(job) if b"hook.run" in Path(f"/proc/{p}/cmdline").read_bytes()]
+        training = [p for p in job_pids(job) if b"sdlocal.hook.run" in Path(f"/proc/{p}/cmdline").read_bytes()]
         assert len(training) == 1
         os.kill(training[0], signal.SIGKILL)
         killed_at = time.monotonic()

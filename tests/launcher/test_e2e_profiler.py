@@ -69,7 +69,7 @@ def read_json(s3_client: Any, key: str) -> Any:
 
 def hook_writes_a_timeline() -> bool:
     """The framework timeline (issue 10, part 2) comes with the hook's hook/_timeline.py."""
-    return importlib.util.find_spec("hook._timeline") is not None
+    return importlib.util.find_spec("sdlocal.hook._timeline") is not None
 
 
 def run_job(args: list[str], tmp_path: Path, moto_server: str) -> tuple[list[dict[str, Any]], str]:

@@ -11,7 +11,7 @@ from pathlib import Path
 import pytest
 from click.testing import CliRunner
 
-from launcher.cli import cli
+from sdlocal.launcher.cli import cli
 
 HEALTHY_SILENT = [("ExplodingTensor", []), ("VanishingGradient", []),
                   ("AllZero", ["collection_names=weights"]), ("UnchangedTensor", ["collection_names=weights"])]

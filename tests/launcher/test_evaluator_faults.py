@@ -1,5 +1,5 @@
 """Evaluators that die or hang during a real job: the real training (examples/train.py with the
-hook, process runtime) and real evaluators (`python -m evaluator`) against a real moto server.
+hook, process runtime) and real evaluators (`python -m sdlocal.evaluator`) against a real moto server.
 
 One job, four rules: an evaluator SIGKILLed while training runs reads Error within 5 s with how it
 ended and no routine log chatter; a custom rule looping forever in invoke_at_step is stopped by
@@ -19,11 +19,11 @@ from typing import Any
 
 import pytest
 
-from launcher.job import JobLifecycle, RunOptions
-from launcher.platform import JobDir
-from launcher.runtime import ProcessHandle, ProcessRuntime
-from launcher.s3 import S3Endpoint
-from launcher.spec import JobSpec
+from sdlocal.launcher.job.run import JobLifecycle, RunOptions
+from sdlocal.launcher.jobdir.folder import JobDir
+from sdlocal.launcher.runtime import ProcessHandle, ProcessRuntime
+from sdlocal.launcher.s3.endpoint import S3Endpoint
+from sdlocal.launcher.spec.model import JobSpec
 from tests.launcher._procs import gone
 
 pytestmark = pytest.mark.slow

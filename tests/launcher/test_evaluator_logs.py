@@ -5,14 +5,14 @@ from __future__ import annotations
 
 from pathlib import Path
 
-from launcher._evaluator_logs import (
+from sdlocal.launcher.job.evaluator_logs import (
     LogFollower,
     death_details,
     import_in_progress,
     meaningful_lines,
     tail_lines,
 )
-from launcher.runtime import ExitInfo
+from sdlocal.launcher.runtime import ExitInfo
 
 LOG = """\
 2026-01-01 12:00:00,001 evaluator.rule_invoker INFO Started execution of rule MyRule at step 0

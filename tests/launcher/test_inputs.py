@@ -7,9 +7,9 @@ from typing import Any
 
 import pytest
 
-from launcher.errors import SpecError
-from launcher.overrides import Overrides
-from launcher.spec import JobSpec
+from sdlocal.launcher.errors import SpecError
+from sdlocal.launcher.spec.model import JobSpec
+from sdlocal.launcher.spec.overrides import Overrides
 
 
 @pytest.fixture

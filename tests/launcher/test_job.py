@@ -13,22 +13,22 @@ from typing import Any
 
 import pytest
 
-from launcher.errors import JobError
-from launcher.job import RunOptions, run_job
-from launcher.platform import JobDir
-from launcher.runtime import ProcessRuntime
-from launcher.s3 import S3Endpoint
-from launcher.spec import JobSpec
+from sdlocal.launcher.errors import JobError
+from sdlocal.launcher.job.run import RunOptions, run_job
+from sdlocal.launcher.jobdir.folder import JobDir
+from sdlocal.launcher.runtime import ProcessRuntime
+from sdlocal.launcher.s3.endpoint import S3Endpoint
+from sdlocal.launcher.spec.model import JobSpec
 from tests.launcher._procs import gone
 
 STAND_IN = r'''
 import json, os, sys, time
 import boto3
 pids = os.environ["PIDS_DIR"]
-if sys.argv[2] == "hook.run":
+if sys.argv[2] == "sdlocal.hook.run":
     open(os.path.join(pids, "training"), "w").write(str(os.getpid()))
     import numpy as np
-    from trial.writer import TrialWriter
+    from sdlocal.trial.writer import TrialWriter
     cfg = json.load(open(os.environ["SMDEBUG_CONFIG_FILE_PATH"]))
     writer = TrialWriter(cfg["LocalPath"])
     writer.write_collections([])
@@ -250,7 +250,7 @@ def test_profiler_rules_get_one_evaluator_each_listed_after_debugger_rules(
     # `sdlocal summary` reads the job record: the profiler rule after the Debugger rule
     from click.testing import CliRunner
 
-    from launcher.cli import cli
+    from sdlocal.launcher.cli import cli
 
     record = json.loads((tmp_path / "jobs" / "job-1" / "job.json").read_text())
     assert record["ProfilerRules"][0]["Evaluated"] is True
@@ -377,7 +377,7 @@ def test_training_past_its_maximum_runtime_is_stopped_and_the_rules_finish(
 def test_a_training_that_cannot_start_leaves_no_evaluator(tmp_path: Path, runtime: str, moto_server: str,
                                                           s3_client: Any, bucket: str,
                                                           monkeypatch: pytest.MonkeyPatch) -> None:
-    from launcher.errors import RuntimeLaunchError
+    from sdlocal.launcher.errors import RuntimeLaunchError
 
     monkeypatch.setenv("FAKE_EVALUATOR", "hang")
 

@@ -9,8 +9,8 @@ from typing import Any
 
 import pytest
 
-from launcher.errors import JobError, SpecError
-from launcher.spec import JobSpec
+from sdlocal.launcher.errors import JobError, SpecError
+from sdlocal.launcher.spec.model import JobSpec
 
 
 def parse(tmp_path: Path, **fields: Any) -> JobSpec:
@@ -54,10 +54,10 @@ def test_network_settings(tmp_path: Path) -> None:
 
 
 def test_the_process_runtime_refuses_network_isolation_before_anything_starts(tmp_path: Path) -> None:
-    from launcher.job import run_job
-    from launcher.platform import JobDir
-    from launcher.runtime import ProcessRuntime
-    from launcher.s3 import S3Endpoint
+    from sdlocal.launcher.job.run import run_job
+    from sdlocal.launcher.jobdir.folder import JobDir
+    from sdlocal.launcher.runtime import ProcessRuntime
+    from sdlocal.launcher.s3.endpoint import S3Endpoint
 
     class NoS3:
         def __getattr__(self, name: str) -> Any:
@@ -95,7 +95,7 @@ def test_max_runtime_stops_a_hanging_training_as_sagemaker_does(
 
     from click.testing import CliRunner
 
-    from launcher.cli import cli
+    from sdlocal.launcher.cli import cli
     from tests.launcher._procs import gone
 
     monkeypatch.setenv("SDLOCAL_HOME", str(tmp_path / "home"))

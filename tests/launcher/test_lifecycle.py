@@ -14,17 +14,17 @@ from typing import Any
 
 import pytest
 
-from launcher.job import RunOptions, run_job
-from launcher.platform import JobDir
-from launcher.runtime import ProcessRuntime
-from launcher.s3 import S3Endpoint
-from launcher.spec import JobSpec
+from sdlocal.launcher.job.run import RunOptions, run_job
+from sdlocal.launcher.jobdir.folder import JobDir
+from sdlocal.launcher.runtime import ProcessRuntime
+from sdlocal.launcher.s3.endpoint import S3Endpoint
+from sdlocal.launcher.spec.model import JobSpec
+from sdlocal.trial.profiler import ProfilerReader
 from tests.launcher._procs import gone
-from trial.profiler import ProfilerReader
 
 TRAIN = r'''
 import json, os, sys, time
-from trial.profiler import TraceWriter, now_us
+from sdlocal.trial.profiler import TraceWriter, now_us
 marks = os.environ["MARKS_DIR"]
 open(os.path.join(marks, "pid"), "w").write(str(os.getpid()))
 config = json.load(open(os.environ["SMPROFILER_CONFIG_PATH"]))

@@ -7,11 +7,11 @@ from typing import Any
 
 import numpy as np
 
-from launcher.platform import JobDir, Uploader, UploadTarget, write_configs, write_end_marker
-from launcher.spec import JobSpec
-from trial.collection import Collection
-from trial.storage import S3Storage
-from trial.writer import TrialWriter
+from sdlocal.launcher.jobdir.folder import JobDir, Uploader, UploadTarget, write_configs, write_end_marker
+from sdlocal.launcher.spec.model import JobSpec
+from sdlocal.trial.collection import Collection
+from sdlocal.trial.storage import S3Storage
+from sdlocal.trial.writer import TrialWriter
 
 
 def keys(client: Any, bucket: str, prefix: str = "") -> list[str]:

@@ -10,7 +10,7 @@ from typing import Any
 
 import pytest
 
-from launcher.runtime import ProcessRuntime, RuleLaunch, TrainingLaunch, wait_all
+from sdlocal.launcher.runtime import ProcessRuntime, RuleLaunch, TrainingLaunch, wait_all
 from tests.launcher._procs import gone
 
 CHILD = """
@@ -61,7 +61,7 @@ def test_training_stop_leaves_nothing_behind(tmp_path: Path, fake_python: str, i
     runtime = ProcessRuntime(python=fake_python, base_env={**os.environ, "IGNORE_TERM": "1" if ignore_term else ""})
     handle = runtime.start_training(training_launch(tmp_path))
     info = wait_for(tmp_path / "pids.json")
-    assert info["argv"] == ["-m", "hook.run", "train.py", "--lr", "0.1", "--steps", "3"]
+    assert info["argv"] == ["-m", "sdlocal.hook.run", "train.py", "--lr", "0.1", "--steps", "3"]
     assert info["cwd"] == str(tmp_path)
     assert info["env"]["SMDEBUG_CONFIG_FILE_PATH"] == str(tmp_path / "input" / "config" / "debughookconfig.json")
     assert "SMPROFILER_CONFIG_PATH" not in info["env"]  # no profilerconfig.json written
@@ -88,7 +88,7 @@ def test_rule_env_contract(tmp_path: Path, fake_python: str) -> None:
         info = wait_for(tmp_path / "pids.json")
     finally:
         handle.stop(grace=1)
-    assert info["argv"] == ["-m", "evaluator"]
+    assert info["argv"] == ["-m", "sdlocal.evaluator"]
     env = info["env"]
     assert json.loads(env["SDLOCAL_RULE_PARAMETERS"]) == {"rule_to_invoke": "VanishingGradient", "threshold": "1"}
     assert env["SDLOCAL_DEBUG_OUTPUT"] == "s3://b/p/j/debug-output"
@@ -109,9 +109,9 @@ def test_wait_all_and_exit_codes(tmp_path: Path) -> None:
 
 # ---- docker runtime: the pure parts (no engine needed) -------------------------------------------------
 
-from launcher.errors import RuntimeLaunchError  # noqa: E402
-from launcher.runtime._control import StopWatcher, request_stop  # noqa: E402
-from launcher.runtime._docker_config import (  # noqa: E402
+from sdlocal.launcher.errors import RuntimeLaunchError  # noqa: E402
+from sdlocal.launcher.job.registry import StopWatcher, request_stop  # noqa: E402
+from sdlocal.launcher.runtime.docker_config import (  # noqa: E402
     Endpoint,
     LimitsError,
     RuleLimits,
@@ -122,8 +122,8 @@ from launcher.runtime._docker_config import (  # noqa: E402
     training_mounts,
     write_container_config,
 )
-from launcher.runtime._relay import ThreadRelay  # noqa: E402
-from launcher.runtime._select import select_runtime  # noqa: E402
+from sdlocal.launcher.runtime.relay import ThreadRelay  # noqa: E402
+from sdlocal.launcher.runtime.selection import select_runtime  # noqa: E402
 
 RULES_ECR = "503895931360.dkr.ecr.us-east-1.amazonaws.com/sagemaker-debugger-rules:latest"
 DLC_ECR = "763104351884.dkr.ecr.us-east-1.amazonaws.com/pytorch-training:2.0.0-cpu-py310"
@@ -251,7 +251,7 @@ def test_s3_gateway_that_cannot_start_is_one_line_and_leaves_no_loop(monkeypatch
     import asyncio
     import threading
 
-    from launcher.runtime._docker import DockerRuntime
+    from sdlocal.launcher.runtime.docker import DockerRuntime
 
     class Network:
         name = "sdlocal-j-net"
@@ -288,7 +288,7 @@ def test_docker_runtime_close_stops_the_relay_when_the_engine_fails() -> None:
 
     import docker.errors
 
-    from launcher.runtime._docker import DockerRuntime
+    from sdlocal.launcher.runtime.docker import DockerRuntime
 
     class Containers:
         def list(self, **_kwargs: object) -> list[object]:
@@ -306,9 +306,9 @@ def test_docker_runtime_close_stops_the_relay_when_the_engine_fails() -> None:
 
 
 def test_instance_type_limits() -> None:
-    from launcher._values import instance_resources
-    from launcher.runtime import RuleLaunch
-    from launcher.runtime._docker import DockerRuntime
+    from sdlocal.launcher.runtime import RuleLaunch
+    from sdlocal.launcher.runtime.docker import DockerRuntime
+    from sdlocal.launcher.spec.values import instance_resources
 
     assert instance_resources("ml.t3.medium") == (2, 4)
     assert instance_resources("ml.m5.xlarge") == (4, 16)
@@ -337,7 +337,7 @@ def test_instance_type_limits() -> None:
 def test_a_running_record_whose_pid_was_reused_is_stale(tmp_path: Path) -> None:
     import json
 
-    from launcher.runtime._control import _start_token, find_running, register
+    from sdlocal.launcher.job.registry import _start_token, find_running, register
 
     path = register(tmp_path, "j", tmp_path / "job")  # this test process plays the launcher
     record = json.loads(path.read_text())
@@ -349,7 +349,7 @@ def test_a_running_record_whose_pid_was_reused_is_stale(tmp_path: Path) -> None:
 
 
 def test_training_user_default_root_and_numbers() -> None:
-    from launcher.runtime._docker_config import ContainerUser, training_user
+    from sdlocal.launcher.runtime.docker_config import ContainerUser, training_user
 
     assert training_user(None, host_uid=0, host_gid=0) == ContainerUser(1000, 1000)  # sdlocal as root: uid 1000
     assert training_user(None, host_uid=1234, host_gid=99) == ContainerUser(1234, 99)  # else: you
@@ -362,7 +362,7 @@ def test_training_user_default_root_and_numbers() -> None:
 
 
 def _mounts(tmp_path: Path) -> list[Any]:
-    from launcher.runtime._docker_config import Mount
+    from sdlocal.launcher.runtime.docker_config import Mount
 
     (tmp_path / "output" / "tensors").mkdir(parents=True)
     (tmp_path / "output" / "tensors" / "old.json").write_text("{}")
@@ -371,7 +371,7 @@ def _mounts(tmp_path: Path) -> list[Any]:
 
 
 def test_root_gives_the_writable_mounts_to_the_container_user(tmp_path: Path) -> None:
-    from launcher.runtime._docker_config import ContainerUser, own_writable_mounts
+    from sdlocal.launcher.runtime.docker_config import ContainerUser, own_writable_mounts
 
     if os.geteuid() != 0:
         pytest.skip("giving folders to another user needs root")
@@ -383,7 +383,7 @@ def test_root_gives_the_writable_mounts_to_the_container_user(tmp_path: Path) ->
 
 
 def test_a_user_who_cannot_write_or_read_is_one_line_before_anything_starts(tmp_path: Path) -> None:
-    from launcher.runtime._docker_config import ContainerUser, own_writable_mounts, unreadable_input
+    from sdlocal.launcher.runtime.docker_config import ContainerUser, own_writable_mounts, unreadable_input
 
     mounts = _mounts(tmp_path)
     other = ContainerUser(os.geteuid() + 4242, os.getegid() + 4242)  # neither owner nor group

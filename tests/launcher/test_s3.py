@@ -9,7 +9,7 @@ from pathlib import Path
 
 import pytest
 
-from launcher.s3 import (
+from sdlocal.launcher.s3.endpoint import (
     EmbeddedS3,
     S3Endpoint,
     aws_credentials_present,
@@ -117,7 +117,7 @@ def test_embedded_server_keeps_its_data_across_stop_and_crash(tmp_path: Path) ->
 def test_s3_status_and_stop_say_where_the_data_is(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
     from click.testing import CliRunner
 
-    from launcher.cli import cli
+    from sdlocal.launcher.cli import cli
 
     monkeypatch.setenv("SDLOCAL_HOME", str(tmp_path))
     server = EmbeddedS3(tmp_path)
@@ -139,7 +139,7 @@ def test_s3_status_and_stop_say_where_the_data_is(tmp_path: Path, monkeypatch: p
 
 
 def test_a_job_s_watchdog_starts_the_embedded_server_again(tmp_path: Path) -> None:
-    from launcher.s3 import EmbeddedWatchdog
+    from sdlocal.launcher.s3.endpoint import EmbeddedWatchdog
 
     server = EmbeddedS3(tmp_path)
     state = server.ensure()

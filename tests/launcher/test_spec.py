@@ -7,9 +7,9 @@ from typing import Any
 
 import pytest
 
-from launcher.errors import SpecError
-from launcher.overrides import Overrides, RuleFlag, parse_collection, parse_kv
-from launcher.spec import JobSpec, load_request
+from sdlocal.launcher.errors import SpecError
+from sdlocal.launcher.spec.model import JobSpec, load_request
+from sdlocal.launcher.spec.overrides import Overrides, RuleFlag, parse_collection, parse_kv
 
 DATA = Path(__file__).parent / "data"
 
@@ -34,7 +34,7 @@ def test_sdk_v2_request_body(src: Path) -> None:
     job = "pytorch-training-2026-11-22-10-00-00-123"
     assert spec.job_name == job
     assert spec.entry_point == "train.py"  # from the json-encoded sagemaker_program
-    # the SDK's sourcedir.tar.gz is fetched by the job (launcher/_staging.py), not at parse time
+    # the SDK's sourcedir.tar.gz is fetched by the job (launcher/job/staging.py), not at parse time
     assert spec.source_s3_uri == f"s3://sagemaker-us-east-1-123456789012/{job}/source/sourcedir.tar.gz"
     assert not spec.warnings
     assert dict(spec.hyperparameters) == {"lr": "0.01", "steps": "200", "optimizer": "sgd"}
@@ -205,7 +205,7 @@ def test_unknown_builtin_rule_suggests_close_match(src: Path) -> None:
 
 
 def test_unknown_builtin_profiler_rule_is_a_spec_error_and_known_ones_get_an_evaluator(src: Path) -> None:
-    from launcher._evaluators import profiler_rule_runs
+    from sdlocal.launcher.job.evaluators import profiler_rule_runs
 
     req = {"EntryPoint": "train.py", "ProfilerRuleConfigurations": [
         {"RuleConfigurationName": "ProfilerReport"}, {"RuleConfigurationName": "StepOutlier"},

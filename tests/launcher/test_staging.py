@@ -10,12 +10,12 @@ from typing import Any
 
 import pytest
 
-from launcher._artifacts import failure_reason, publish_folder
-from launcher._inputs import Channel
-from launcher._staging import bucket_storage, fetch_source, stage_channels
-from launcher.errors import JobError
-from launcher.runtime import DataInput
-from trial.storage import LocalStorage, S3Storage
+from sdlocal.launcher.errors import JobError
+from sdlocal.launcher.job.artifacts import failure_reason, publish_folder
+from sdlocal.launcher.job.staging import bucket_storage, fetch_source, stage_channels
+from sdlocal.launcher.runtime import DataInput
+from sdlocal.launcher.spec.inputs import Channel
+from sdlocal.trial.storage import LocalStorage, S3Storage
 
 
 def put(client: Any, bucket: str, key: str, body: bytes = b"x") -> None:

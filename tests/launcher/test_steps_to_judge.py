@@ -12,9 +12,9 @@ from typing import Any
 
 import pytest
 
-from launcher._collections import CollectionConfig
-from launcher._steps_to_judge import few_steps_warnings
-from launcher.spec import RuleSpec
+from sdlocal.launcher.job.steps_to_judge import few_steps_warnings
+from sdlocal.launcher.spec.collection_configs import CollectionConfig
+from sdlocal.launcher.spec.model import RuleSpec
 
 REPO = Path(__file__).resolve().parents[2]
 
@@ -87,7 +87,7 @@ def test_run_warns_when_the_sdk_save_interval_leaves_a_rule_one_step(tmp_path: P
     job = f"few-steps-{uuid.uuid4().hex[:6]}"
     env = {**os.environ, "SDLOCAL_HOME": str(tmp_path / "home"), "SDLOCAL_RUNTIME": "process"}
     env.pop("AWS_ENDPOINT_URL_S3", None)
-    done = subprocess.run([sys.executable, "-m", "launcher", "run", str(spec), "--job-name", job,
+    done = subprocess.run([sys.executable, "-m", "sdlocal", "run", str(spec), "--job-name", job,
                            "--s3-endpoint-url", moto_server], cwd=REPO, env=env, capture_output=True, text=True,
                           timeout=400)
     assert done.returncode == 0, done.stderr

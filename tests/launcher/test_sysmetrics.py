@@ -13,15 +13,21 @@ from typing import Any
 
 import pytest
 
-from launcher._procfs import parse_cpu_list, parse_diskstats, parse_meminfo, parse_net_dev, parse_stat
-from launcher.sysmetrics import (
+from sdlocal.launcher.sampler.procfs import (
+    parse_cpu_list,
+    parse_diskstats,
+    parse_meminfo,
+    parse_net_dev,
+    parse_stat,
+)
+from sdlocal.launcher.sampler.sampler import (
     CollectorUnavailable,
     HostCollector,
     SystemSampler,
     make_sampler,
     open_gpu_collector,
 )
-from trial.profiler import ProfilerReader, Sample, SystemMetricsWriter
+from sdlocal.trial.profiler import ProfilerReader, Sample, SystemMetricsWriter
 
 STAT = """cpu  300 0 100 1000 50 0 0 0 0 0
 cpu0 100 0 50 500 25 0 0 0 0 0
@@ -274,9 +280,9 @@ def test_make_sampler_on_this_machine(tmp_path: Path, caplog: pytest.LogCaptureF
 def test_the_uploader_only_sees_closed_files(tmp_path: Path, s3_client: Any, bucket: str) -> None:
     """Sampler and trace writer write while the platform's uploader syncs: no .tmp and no partial
     file reaches S3, and the S3 reader finds every line and event once everything is closed."""
-    from launcher.platform import Uploader, UploadTarget
-    from trial.profiler import TraceWriter, now_us
-    from trial.storage import open_storage
+    from sdlocal.launcher.jobdir.folder import Uploader, UploadTarget
+    from sdlocal.trial.profiler import TraceWriter, now_us
+    from sdlocal.trial.storage import open_storage
 
     local = tmp_path / "profiler"
     prefix = f"s3://{bucket}/out/job/profiler-output"

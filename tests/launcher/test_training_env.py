@@ -11,10 +11,10 @@ from typing import Any
 
 import pytest
 
-from launcher.platform import JobDir, write_configs
-from launcher.runtime import TrainingLaunch
-from launcher.spec import JobSpec
-from launcher.training_env import count_gpus
+from sdlocal.launcher.jobdir.folder import JobDir, write_configs
+from sdlocal.launcher.jobdir.training_env import count_gpus
+from sdlocal.launcher.runtime import TrainingLaunch
+from sdlocal.launcher.spec.model import JobSpec
 
 DATA = Path(__file__).parent / "data"
 
@@ -65,7 +65,7 @@ def test_launch_environment_request_environment_and_argv(tmp_path: Path, toolkit
     assert env["SM_CHANNEL_TRAINING"] == f"{root}/input/data/training" and env["SM_NUM_GPUS"] == "3"
     assert env["SM_MODULE_DIR"] == "s3://bucket/toolkit-conformance/source/sourcedir.tar.gz"
     assert env["TRAINING_JOB_NAME"] == "toolkit-conformance"
-    assert launch.argv("py") == ["py", "-m", "hook.run", "train.py", *toolkit["cmd_args"]]
+    assert launch.argv("py") == ["py", "-m", "sdlocal.hook.run", "train.py", *toolkit["cmd_args"]]
     docker = launch.container_env("/opt/ml", "/opt/ml/code")
     assert docker["SM_CHANNEL_TEST"] == "/opt/ml/input/data/test" and docker["SM_NUM_GPUS"] == "0"
     assert json.loads(docker["SM_TRAINING_ENV"])["output_data_dir"] == "/opt/ml/output/data"

@@ -16,8 +16,8 @@ import pytest
 import yaml
 from click.testing import CliRunner
 
-from launcher.cli import cli
-from launcher.training_env import count_gpus
+from sdlocal.launcher.cli import cli
+from sdlocal.launcher.jobdir.training_env import count_gpus
 from tests.launcher._smjob import SCRIPT_DIR, check_published, make_job, sdlocal
 
 FINAL = {"IssuesFound", "NoIssuesFound"}

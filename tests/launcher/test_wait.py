@@ -1,11 +1,11 @@
-"""launcher/_wait.py on a fake clock: ready values, deadlines, stops, pauses bounded by the deadline."""
+"""launcher/wait.py on a fake clock: ready values, deadlines, stops, pauses bounded by the deadline."""
 from __future__ import annotations
 
 import threading
 
 import pytest
 
-from launcher._wait import Deadline, wait_for
+from sdlocal.launcher.wait import Deadline, wait_for
 
 
 class FakeClock:

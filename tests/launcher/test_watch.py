@@ -1,4 +1,4 @@
-"""The uploader's scan (launcher/_watch.py) and the uploader keeping what it uploaded (a real moto):
+"""The uploader's scan (launcher/upload/watch.py) and the uploader keeping what it uploaded (a real moto):
 work in proportion to new files, late files in old folders, index after events, a rewritten file,
 and the job's objects uploaded again when S3 lost them."""
 from __future__ import annotations
@@ -12,12 +12,12 @@ from typing import Any
 import numpy as np
 import pytest
 
-from launcher._status_keeper import KeptStatus
-from launcher._watch import TreeWatch
-from launcher.platform import Uploader, UploadTarget
-from trial.storage import RetryPolicy, S3Storage
-from trial.storage._retry import OUTAGES
-from trial.writer import TrialWriter
+from sdlocal.launcher.jobdir.folder import Uploader, UploadTarget
+from sdlocal.launcher.statuses.keeper import KeptStatus
+from sdlocal.launcher.upload.watch import TreeWatch
+from sdlocal.trial.storage import RetryPolicy, S3Storage
+from sdlocal.trial.storage._retry import OUTAGES
+from sdlocal.trial.writer import TrialWriter
 
 SETTLE = 0.3  # folders quiet this long retire (5 s in a job): the tests wait in real time, as file times are real
 
@@ -39,7 +39,7 @@ class CountingOs:
 
     def __init__(self, monkeypatch: pytest.MonkeyPatch) -> None:
         self.stats = self.scans = 0
-        import launcher._watch as watch
+        import sdlocal.launcher.upload.watch as watch
 
         real_stat, real_scandir = os.stat, os.scandir
         me = threading.get_ident()

@@ -9,7 +9,7 @@ from typing import Any
 
 import pytest
 
-from launcher.s3 import _pid_alive  # (as launcher/runtime and launcher/serve use it)
+from sdlocal.launcher.s3.endpoint import _pid_alive  # (as launcher/runtime and launcher/serve use it)
 from tests.conftest import in_ci
 from tests.docker.conftest import sdlocal_images  # noqa: F401 - the docker runtime test's images
 

@@ -18,7 +18,7 @@ from typing import Any
 import pytest
 import yaml
 
-from evaluator.actions import RESULTS_KEY, SNS_TOPIC_NAME, STOP_REQUEST_KEY
+from sdlocal.evaluator.actions import RESULTS_KEY, SNS_TOPIC_NAME, STOP_REQUEST_KEY
 from tests.localstack.conftest import aws_client
 
 REPO = Path(__file__).resolve().parents[2]
@@ -29,7 +29,7 @@ RULES = ["VanishingGradient", "ExplodingTensor", "LossNotDecreasing"]
 
 
 def sdlocal(args: list[str], env: dict[str, str], timeout: float = 400) -> tuple[int, str, str]:
-    proc = subprocess.run([sys.executable, "-m", "launcher", *args], cwd=REPO, env=env, capture_output=True,
+    proc = subprocess.run([sys.executable, "-m", "sdlocal", *args], cwd=REPO, env=env, capture_output=True,
                           text=True, timeout=timeout)
     return proc.returncode, proc.stdout, proc.stderr
 

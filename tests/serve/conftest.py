@@ -30,7 +30,7 @@ def sdlocal(home: Path, *args: str, timeout: float = 120) -> subprocess.Complete
     env = {**os.environ, "SDLOCAL_HOME": str(home), "SDLOCAL_RUNTIME": "process"}
     for key in ("AWS_ENDPOINT_URL", "AWS_ENDPOINT_URL_S3"):
         env.pop(key, None)
-    return subprocess.run([sys.executable, "-m", "launcher", *args], cwd=REPO_ROOT, env=env,
+    return subprocess.run([sys.executable, "-m", "sdlocal", *args], cwd=REPO_ROOT, env=env,
                           capture_output=True, text=True, timeout=timeout)
 
 

@@ -11,7 +11,7 @@ import boto3
 import pytest
 from botocore.exceptions import ClientError
 
-from launcher.serve.app import ServeServer
+from sdlocal.launcher.serve.app import ServeServer
 
 
 @pytest.fixture

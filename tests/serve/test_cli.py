@@ -16,7 +16,7 @@ from tests.serve.conftest import parse_exports, sdlocal
 
 def test_foreground_prints_exports_and_stops_on_ctrl_c(tmp_path: Path) -> None:
     env = {**os.environ, "SDLOCAL_HOME": str(tmp_path), "SDLOCAL_RUNTIME": "process"}
-    proc = subprocess.Popen([sys.executable, "-m", "launcher", "serve", "--port", "0"], cwd=REPO_ROOT, env=env,
+    proc = subprocess.Popen([sys.executable, "-m", "sdlocal", "serve", "--port", "0"], cwd=REPO_ROOT, env=env,
                             stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
     try:
         assert proc.stdout is not None

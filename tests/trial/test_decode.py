@@ -10,10 +10,10 @@ import numpy as np
 import pytest
 from tensorboard.compat.proto import tensor_pb2, tensor_shape_pb2
 
-from trial import CorruptRecordError, ModeKeys, TrialWriter, create_trial
-from trial._decode import HEADER_SIZE, _layout, record_value
-from trial.proto import _field_bytes, _metadata_bytes, decode_event, encode_event
-from trial.tfrecord import decode_record, encode_record, iter_records
+from sdlocal.trial import CorruptRecordError, ModeKeys, TrialWriter, create_trial
+from sdlocal.trial._decode import HEADER_SIZE, _layout, record_value
+from sdlocal.trial.proto import _field_bytes, _metadata_bytes, decode_event, encode_event
+from sdlocal.trial.tfrecord import decode_record, encode_record, iter_records
 
 DTYPES = ["float16", "float32", "float64", "int8", "int16", "int32", "int64", "uint8", "uint16", "uint32",
           "uint64", "bool", "complex64", "complex128"]

@@ -8,9 +8,9 @@ from pathlib import Path
 import numpy as np
 import pytest
 
-from trial import Collection, CollectionsFile, CorruptRecordError, ModeKeys, TrialWriter
-from trial.proto import decode_event, encode_event
-from trial.tfrecord import FOOTER, decode_record, encode_record, iter_records, masked_crc32c
+from sdlocal.trial import Collection, CollectionsFile, CorruptRecordError, ModeKeys, TrialWriter
+from sdlocal.trial.proto import decode_event, encode_event
+from sdlocal.trial.tfrecord import FOOTER, decode_record, encode_record, iter_records, masked_crc32c
 
 DTYPES = ["float16", "float32", "float64", "int8", "int16", "int32", "int64", "uint8", "uint16", "bool", "complex128"]
 
@@ -98,7 +98,7 @@ def test_writer_layout_and_index(tmp_path: Path) -> None:
 @pytest.mark.parametrize("shape", [(), (0,), (1,), (2, 0, 3), (3, 4)])
 def test_hand_encoded_tensor_matches_protobuf(dtype: str, shape: tuple[int, ...]) -> None:
     """The fast path builds TensorProto bytes by hand: they must equal protobuf's own."""
-    from trial.proto import _tensor_parts, make_tensor_proto
+    from sdlocal.trial.proto import _tensor_parts, make_tensor_proto
 
     value = np.ones(shape, dtype=dtype)
     expected = make_tensor_proto("t/x", value).SerializeToString()

@@ -8,7 +8,7 @@ from pathlib import Path
 import numpy as np
 import pytest
 
-from trial import Collection, ModeKeys, SaveConfigMode, TrialWriter, create_trial
+from sdlocal.trial import Collection, ModeKeys, SaveConfigMode, TrialWriter, create_trial
 
 SMDEBUG_DUMP = r"""
 import json, sys

@@ -9,11 +9,18 @@ from typing import Any
 import numpy as np
 import pytest
 
-from trial import Collection, CorruptRecordError, MissingCollectionFiles, ModeKeys, TrialWriter, create_trial
-from trial.proto import encode_event
-from trial.storage import LocalStorage, S3Storage, Storage
-from trial.tfrecord import encode_record
-from trial.trial import Trial
+from sdlocal.trial import (
+    Collection,
+    CorruptRecordError,
+    MissingCollectionFiles,
+    ModeKeys,
+    TrialWriter,
+    create_trial,
+)
+from sdlocal.trial.proto import encode_event
+from sdlocal.trial.storage import LocalStorage, S3Storage, Storage
+from sdlocal.trial.tfrecord import encode_record
+from sdlocal.trial.trial import Trial
 
 
 class CountingStorage(LocalStorage):

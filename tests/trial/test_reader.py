@@ -8,7 +8,7 @@ from typing import Any
 import numpy as np
 import pytest
 
-from trial import (
+from sdlocal.trial import (
     Collection,
     ModeKeys,
     StepNotYetAvailable,
@@ -18,8 +18,8 @@ from trial import (
     TrialWriter,
     create_trial,
 )
-from trial.proto import decode_event
-from trial.tfrecord import iter_records
+from sdlocal.trial.proto import decode_event
+from sdlocal.trial.tfrecord import iter_records
 
 FIXTURES = ["healthy", "healthy_eval", "healthy_relu", "exploding", "vanishing", "dead_relu", "flat_loss", "zero_weights"]
 

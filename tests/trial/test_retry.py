@@ -12,9 +12,9 @@ import boto3
 import pytest
 from botocore.exceptions import ClientError, EndpointConnectionError, ReadTimeoutError
 
-from trial.errors import StorageError
-from trial.storage import Retry, RetryPolicy, S3Storage
-from trial.storage._retry import FATAL, MISSING_BUCKET, RETRY, _Outages, classify
+from sdlocal.trial.errors import StorageError
+from sdlocal.trial.storage import Retry, RetryPolicy, S3Storage
+from sdlocal.trial.storage._retry import FATAL, MISSING_BUCKET, RETRY, _Outages, classify
 
 
 class FakeTime:
@@ -218,8 +218,8 @@ def test_write_if_absent_keeps_what_is_there(s3_client: Any, bucket: str) -> Non
 
 
 def test_a_read_waits_for_a_real_moto_killed_and_started_again_empty() -> None:
+    from sdlocal.trial.storage import client_config
     from tests.moto_process import MotoProcess
-    from trial.storage import client_config
 
     moto = MotoProcess()
     moto.start()

@@ -11,10 +11,8 @@ from typing import Any
 import numpy as np
 import pytest
 
-from tests.trial.test_live import CountingStorage
-from tests.trial.test_reader import upload
-from trial import Collection, ModeKeys, TrialWriter, create_trial, no_refresh
-from trial.errors import (
+from sdlocal.trial import Collection, ModeKeys, TrialWriter, create_trial, no_refresh
+from sdlocal.trial.errors import (
     InvalidWorker,
     NoMoreData,
     ShapeUnavailableForStep,
@@ -23,9 +21,11 @@ from trial.errors import (
     TensorUnavailable,
     TensorUnavailableForStep,
 )
-from trial.steps import StepState
-from trial.storage import S3Storage
-from trial.trial import Trial
+from sdlocal.trial.steps import StepState
+from sdlocal.trial.storage import S3Storage
+from sdlocal.trial.trial import Trial
+from tests.trial.test_live import CountingStorage
+from tests.trial.test_reader import upload
 
 
 class ForeignModes(enum.Enum):
@@ -403,8 +403,8 @@ def test_range_steps_with_open_ends(tmp_path: Path) -> None:
 
 
 def test_smdebug_style_open_waits_for_collections_with_a_deadline(tmp_path: Path) -> None:
-    from trial.errors import MissingCollectionFiles
-    from trial.kinds import LocalTrial, open_trial
+    from sdlocal.trial.errors import MissingCollectionFiles
+    from sdlocal.trial.kinds import LocalTrial, open_trial
 
     t = FakeTime()
     t.on_sleep = lambda n: started(tmp_path / "late", [0, 1]) if n == 3 else None

@@ -11,8 +11,8 @@ from typing import Any
 import numpy as np
 import pytest
 
-from trial.storage import LocalStorage, S3Storage, Storage, open_storage
-from trial.storage._handles import UNCACHED_READ_BYTES, FileHandles
+from sdlocal.trial.storage import LocalStorage, S3Storage, Storage, open_storage
+from sdlocal.trial.storage._handles import UNCACHED_READ_BYTES, FileHandles
 
 needs_proc_fds = pytest.mark.skipif(not sys.platform.startswith("linux"), reason="counts /proc/self/fd")
 
@@ -149,8 +149,8 @@ def test_s3_ensure_root_creates_the_bucket_once(s3_client: Any) -> None:
 
 def test_s3_delete_many_batches_and_reports_failures(s3_client: Any, bucket: str,
                                                      monkeypatch: pytest.MonkeyPatch) -> None:
-    from trial.errors import StorageError
-    from trial.storage import _s3
+    from sdlocal.trial.errors import StorageError
+    from sdlocal.trial.storage import _s3
 
     monkeypatch.setattr(_s3, "DELETE_BATCH", 2)
     calls: list[int] = []
@@ -178,7 +178,7 @@ def test_s3_delete_many_batches_and_reports_failures(s3_client: Any, bucket: str
 
 def test_s3_large_file_goes_through_the_managed_upload(tmp_path: Path, s3_client: Any, bucket: str,
                                                        monkeypatch: pytest.MonkeyPatch) -> None:
-    from trial.storage import _s3
+    from sdlocal.trial.storage import _s3
 
     monkeypatch.setattr(_s3, "SINGLE_PUT_BYTES", 1024)
     managed: list[str] = []

@@ -10,12 +10,12 @@ from typing import Any
 import numpy as np
 import pytest
 
-from trial import Collection, TrialWriter
-from trial.errors import StorageError, TensorUnavailableForStep
-from trial.profiler.reader import ProfilerReader
-from trial.refresh import no_refresh
-from trial.storage import LocalStorage, Retry, RetryPolicy, S3Storage
-from trial.trial import Trial
+from sdlocal.trial import Collection, TrialWriter
+from sdlocal.trial.errors import StorageError, TensorUnavailableForStep
+from sdlocal.trial.profiler.reader import ProfilerReader
+from sdlocal.trial.refresh import no_refresh
+from sdlocal.trial.storage import LocalStorage, Retry, RetryPolicy, S3Storage
+from sdlocal.trial.trial import Trial
 
 
 def upload(root: Path, st: S3Storage, *, only: str = "") -> None:
@@ -127,7 +127,7 @@ def test_an_index_file_gone_between_list_and_get_is_read_at_the_next_refresh(tmp
 
 def test_profiler_reader_does_not_take_a_vanished_end_marker_for_the_end(tmp_path: Path, s3_client: Any,
                                                                         bucket: str) -> None:
-    from trial.profiler.system_writer import Sample, SystemMetricsWriter
+    from sdlocal.trial.profiler.system_writer import Sample, SystemMetricsWriter
 
     root = tmp_path / "profiler-output"
     st = S3Storage(bucket, "job/profiler-output", client=s3_client, retry=Retry(RetryPolicy(total_s=5)))

@@ -3,8 +3,8 @@ framework trace files, and a reader of a job's `profiler-output/` (local or S3) 
 Times are epoch microseconds; windows are `[start_us, end_us)`."""
 from __future__ import annotations
 
-from trial.profiler import names
-from trial.profiler.data import (
+from sdlocal.trial.profiler import names
+from sdlocal.trial.profiler.data import (
     EventArrays,
     FrameworkEvents,
     Series,
@@ -13,11 +13,11 @@ from trial.profiler.data import (
     SystemMetrics,
     step_mode,
 )
-from trial.profiler.errors import Damage, ProfilerDataError
-from trial.profiler.parse import SystemRecord, TraceEvent, parse_system_file, parse_trace_file
-from trial.profiler.reader import ProfilerReader, RefreshResult
-from trial.profiler.system_writer import Sample, SystemMetricsWriter
-from trial.profiler.trace_writer import TraceWriter, now_us
+from sdlocal.trial.profiler.errors import Damage, ProfilerDataError
+from sdlocal.trial.profiler.parse import SystemRecord, TraceEvent, parse_system_file, parse_trace_file
+from sdlocal.trial.profiler.reader import ProfilerReader, RefreshResult
+from sdlocal.trial.profiler.system_writer import Sample, SystemMetricsWriter
+from sdlocal.trial.profiler.trace_writer import TraceWriter, now_us
 
 __all__ = [
     "Damage",

@@ -18,9 +18,9 @@ from typing import NamedTuple
 
 import numpy as np
 
-from trial.modes import ModeKeys, to_mode
-from trial.profiler.names import STEP_PHASE_PREFIX
-from trial.profiler.parse import SystemRecord, TraceEvent
+from sdlocal.trial.modes import ModeKeys, to_mode
+from sdlocal.trial.profiler.names import STEP_PHASE_PREFIX
+from sdlocal.trial.profiler.parse import SystemRecord, TraceEvent
 
 
 class SeriesKey(NamedTuple):

@@ -3,7 +3,7 @@ from __future__ import annotations
 
 from dataclasses import dataclass
 
-from trial.errors import TrialError
+from sdlocal.trial.errors import TrialError
 
 
 @dataclass(frozen=True)

@@ -14,7 +14,7 @@ from collections.abc import Callable
 from dataclasses import dataclass
 from typing import Any, NamedTuple, cast
 
-from trial.profiler.errors import Damage
+from sdlocal.trial.profiler.errors import Damage
 
 
 class SystemRecord(NamedTuple):

@@ -6,7 +6,7 @@
     steps = reader.framework.steps(mode="TRAIN", start_us=t0, end_us=t1)
     reader.training_ended(); reader.loaded_all
 
-Times are epoch microseconds, windows `[start_us, end_us)` (see `trial.profiler.data`).
+Times are epoch microseconds, windows `[start_us, end_us)` (see `sdlocal.trial.profiler.data`).
 
 Listing: a refresh lists `system/` and `framework/` after the newest key it has read (S3
 `StartAfter`; the local walk prunes older hour folders), so a poll where nothing changed costs two
@@ -28,9 +28,9 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
-from trial.profiler.data import FrameworkEvents, SystemMetrics
-from trial.profiler.errors import Damage, ProfilerDataError
-from trial.profiler.names import (
+from sdlocal.trial.profiler.data import FrameworkEvents, SystemMetrics
+from sdlocal.trial.profiler.errors import Damage, ProfilerDataError
+from sdlocal.trial.profiler.names import (
     FRAMEWORK_END_MARKER,
     FRAMEWORK_PREFIX,
     SYSTEM_END_MARKER,
@@ -38,8 +38,8 @@ from trial.profiler.names import (
     parse_system_key,
     parse_trace_key,
 )
-from trial.profiler.parse import parse_system_file, parse_trace_file
-from trial.storage import Storage, open_storage
+from sdlocal.trial.profiler.parse import parse_system_file, parse_trace_file
+from sdlocal.trial.storage import Storage, open_storage
 
 log = logging.getLogger(__name__)
 

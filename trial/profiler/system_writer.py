@@ -19,7 +19,7 @@ from collections.abc import Iterable
 from pathlib import Path
 from typing import IO, NamedTuple
 
-from trial.profiler.names import DEFAULT_NODE, SYSTEM_END_MARKER, check_node_id, system_key
+from sdlocal.trial.profiler.names import DEFAULT_NODE, SYSTEM_END_MARKER, check_node_id, system_key
 
 
 class Sample(NamedTuple):

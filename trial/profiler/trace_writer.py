@@ -32,7 +32,7 @@ from collections.abc import Callable, Iterable, Mapping
 from pathlib import Path
 from typing import IO, Any
 
-from trial.profiler.names import (
+from sdlocal.trial.profiler.names import (
     FRAMEWORK_END_MARKER,
     FRAMEWORK_PREFIX,
     MODEL_TIMELINE_SUFFIX,

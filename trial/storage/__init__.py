@@ -4,10 +4,10 @@ from __future__ import annotations
 from pathlib import Path
 from typing import Any
 
-from trial.storage._base import Storage
-from trial.storage._local import LocalStorage
-from trial.storage._retry import Retry, RetryPolicy, add_outage_listener, client_config
-from trial.storage._s3 import S3Storage
+from sdlocal.trial.storage._base import Storage
+from sdlocal.trial.storage._local import LocalStorage
+from sdlocal.trial.storage._retry import Retry, RetryPolicy, add_outage_listener, client_config
+from sdlocal.trial.storage._s3 import S3Storage
 
 __all__ = ["LocalStorage", "Retry", "RetryPolicy", "S3Storage", "Storage", "add_outage_listener", "client_config",
            "open_storage", "parse_s3_uri"]

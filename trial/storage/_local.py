@@ -8,9 +8,9 @@ from typing import Any
 
 import numpy as np
 
-from trial.errors import StorageError
-from trial.storage._base import Storage
-from trial.storage._handles import SHARED, FileHandles, new_owner
+from sdlocal.trial.errors import StorageError
+from sdlocal.trial.storage._base import Storage
+from sdlocal.trial.storage._handles import SHARED, FileHandles, new_owner
 
 _ALIGNMENT = 64  # numpy aligns its own allocations to 16 (64 with huge pages); cache lines are 64
 

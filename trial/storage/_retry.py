@@ -37,7 +37,7 @@ DEFAULT_TOTAL_S = 120.0
 CONNECT_TIMEOUT_S = 5.0
 READ_TIMEOUT_S = 20.0
 
-log = logging.getLogger("trial.storage")
+log = logging.getLogger("sdlocal.trial.storage")
 
 RETRY = "retry"
 MISSING_BUCKET = "missing-bucket"
@@ -188,7 +188,7 @@ OUTAGES = _Outages()
 
 
 def add_outage_listener(listener: Callable[[str], None]) -> Callable[[], None]:
-    """Say outage lines through `listener` instead of the `trial.storage` logger; returns the
+    """Say outage lines through `listener` instead of the `sdlocal.trial.storage` logger; returns the
     function that removes it."""
     OUTAGES.listeners.append(listener)
     return lambda: OUTAGES.listeners.remove(listener) if listener in OUTAGES.listeners else None

@@ -7,9 +7,9 @@ from collections.abc import Callable, Iterable
 from pathlib import Path
 from typing import Any, TypeVar
 
-from trial.errors import StorageError
-from trial.storage._base import Storage
-from trial.storage._retry import GaveUp, Retry, _error_code, client_config
+from sdlocal.trial.errors import StorageError
+from sdlocal.trial.storage._base import Storage
+from sdlocal.trial.storage._retry import GaveUp, Retry, _error_code, client_config
 
 T = TypeVar("T")
 

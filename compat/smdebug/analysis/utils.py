@@ -4,7 +4,7 @@ from __future__ import annotations
 
 from typing import Any
 
-from trial.refresh import no_refresh, refresh
+from sdlocal.trial.refresh import no_refresh, refresh
 
 
 def parse_list_from_str(arg: Any, delimiter: str = ",") -> list[Any]:

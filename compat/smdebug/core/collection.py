@@ -1,9 +1,9 @@
 """smdebug.core.collection: collection names (CollectionKeys) and smdebug's mutable Collection
 (`include(regex)`, `add_tensor_name(name)`, `tensor_names`, `include_regex`): what
-`trial.collection(name)` hands out (trial/mutable_collection.py)."""
+`sdlocal.trial.collection(name)` hands out (trial/mutable_collection.py)."""
 from __future__ import annotations
 
-from trial.mutable_collection import MutableCollection as Collection
+from sdlocal.trial.mutable_collection import MutableCollection as Collection
 
 
 class CollectionKeys:

@@ -1,7 +1,7 @@
 """smdebug.core.modes: the training modes (sdlocal's trial.modes.ModeKeys, same names and values)."""
 from __future__ import annotations
 
-from trial.modes import ModeKeys
+from sdlocal.trial.modes import ModeKeys
 
 ALLOWED_MODES = [ModeKeys.TRAIN, ModeKeys.EVAL, ModeKeys.PREDICT, ModeKeys.GLOBAL]
 ALLOWED_MODE_NAMES = [m.name for m in ALLOWED_MODES]

@@ -9,8 +9,8 @@ import json
 from collections.abc import Iterable, Mapping
 from typing import Any
 
-from hook.config import NORM_OPS, REDUCTION_OPS
-from hook.errors import HookConfigError
+from sdlocal.hook.config import NORM_OPS, REDUCTION_OPS
+from sdlocal.hook.errors import HookConfigError
 from smdebug.core.save_config import Tracked, TrackedList
 
 ALLOWED_REDUCTIONS = list(REDUCTION_OPS)

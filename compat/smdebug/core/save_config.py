@@ -17,8 +17,8 @@ import json
 from collections.abc import Iterable, Mapping
 from typing import Any
 
-from hook.errors import HookConfigError
-from trial.modes import ModeKeys, to_mode
+from sdlocal.hook.errors import HookConfigError
+from sdlocal.trial.modes import ModeKeys, to_mode
 
 DEFAULT_SAVE_CONFIG_INTERVAL = 500
 DEFAULT_SAVE_CONFIG_START_STEP = 0

@@ -8,11 +8,11 @@ from __future__ import annotations
 from collections.abc import Callable, Iterable, Mapping
 from typing import Any
 
-from hook import config as hc
+from sdlocal.hook import config as hc
+from sdlocal.trial.modes import ModeKeys
 from smdebug.core.reduction_config import ReductionConfig
 from smdebug.core.save_config import SaveConfig, SaveConfigMode
 from smdebug.pytorch.collection import Collection, CollectionManager
-from trial.modes import ModeKeys
 
 # smdebug: scalar collections get no reductions and no histograms.
 NON_REDUCTION = frozenset({"losses", "metrics", "feature_importance", "average_shap", "sm_metrics"})

@@ -2,7 +2,7 @@
 `include_regex`, `tensor_names`, `save_config`, `reduction_config`, `save_histogram`,
 `add_module_tensors`). A change takes effect at the hook's next step (smdebug.core.save_config).
 
-What the reader returns (`trial.collection(...)`) is smdebug.core.collection's read-only Collection.
+What the reader returns (`sdlocal.trial.collection(...)`) is smdebug.core.collection's read-only Collection.
 """
 from __future__ import annotations
 
@@ -10,8 +10,8 @@ import json
 from collections.abc import Iterable, Mapping
 from typing import Any
 
-from hook.config import BUILTIN_REGEX
-from hook.errors import HookConfigError, HookError
+from sdlocal.hook.config import BUILTIN_REGEX
+from sdlocal.hook.errors import HookConfigError, HookError
 from smdebug.core.collection import CollectionKeys
 from smdebug.core.reduction_config import ReductionConfig
 from smdebug.core.save_config import SaveConfig, Tracked, TrackedDict, TrackedList, TrackedSet

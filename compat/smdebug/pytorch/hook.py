@@ -29,15 +29,15 @@ from typing import Any
 import numpy as np
 import torch
 
-from hook import pytorch as engine
-from hook.config import DEFAULT_LOCAL_PATH, HookConfig
-from hook.errors import HookConfigError, HookError
+from sdlocal.hook import pytorch as engine
+from sdlocal.hook.config import DEFAULT_LOCAL_PATH, HookConfig
+from sdlocal.hook.errors import HookConfigError, HookError
+from sdlocal.trial.modes import ModeKeys, to_mode
+from sdlocal.trial.writer import END_MARKER
 from smdebug.core.reduction_config import ReductionConfig
 from smdebug.core.save_config import SaveConfig, changes
 from smdebug.pytorch import _convert
 from smdebug.pytorch.collection import Collection, CollectionManager
-from trial.modes import ModeKeys, to_mode
-from trial.writer import END_MARKER
 
 logger = logging.getLogger("smdebug")
 

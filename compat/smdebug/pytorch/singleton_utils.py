@@ -3,15 +3,15 @@
 `get_hook()` returns the current smdebug.pytorch.Hook (the one created last), or None; sdlocal's
 zero-code hook is not one (on SageMaker, PyTorch >= 1.13 has no zero-code hook either).
 `get_hook(create_if_not_exists=True)` creates one from the job's hook config when there is none
-(None without a config file); under `python -m hook.run` that hook replaces the zero-code hook.
+(None without a config file); under `python -m sdlocal.hook.run` that hook replaces the zero-code hook.
 """
 from __future__ import annotations
 
 import os
 
-from hook import _current
-from hook.errors import HookConfigError
-from hook.pytorch import Hook as _EngineHook
+from sdlocal.hook import _current
+from sdlocal.hook.errors import HookConfigError
+from sdlocal.hook.pytorch import Hook as _EngineHook
 from smdebug.pytorch.hook import Hook
 
 

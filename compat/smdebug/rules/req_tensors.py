@@ -1,6 +1,6 @@
 """smdebug.rules.req_tensors: what a rule needs at a step."""
 from __future__ import annotations
 
-from evaluator.rule import RequiredTensors, RequiredTensorsForTrial
+from sdlocal.evaluator.rule import RequiredTensors, RequiredTensorsForTrial
 
 __all__ = ["RequiredTensors", "RequiredTensorsForTrial"]

@@ -2,6 +2,6 @@
 RuleEvaluationConditionMet as smdebug's does; sdlocal's evaluator judges steps itself)."""
 from __future__ import annotations
 
-from evaluator.rule import Rule
+from sdlocal.evaluator.rule import Rule
 
 __all__ = ["Rule"]

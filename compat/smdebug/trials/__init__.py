@@ -5,8 +5,8 @@ deadline (`collections_timeout=`, 600 s by default); the trial then refreshes by
 """
 from __future__ import annotations
 
-from trial.kinds import LocalTrial, S3Trial
-from trial.kinds import open_trial as create_trial
-from trial.trial import Trial
+from sdlocal.trial.kinds import LocalTrial, S3Trial
+from sdlocal.trial.kinds import open_trial as create_trial
+from sdlocal.trial.trial import Trial
 
 __all__ = ["LocalTrial", "S3Trial", "Trial", "create_trial"]

@@ -16,12 +16,12 @@ import os
 from pathlib import Path
 from typing import Any
 
-from hook import _current, _tensorboard
-from hook import xgboost as engine
-from hook.config import DEFAULT_LOCAL_PATH, HookConfig
-from hook.errors import HookConfigError, HookError
+from sdlocal.hook import _current, _tensorboard
+from sdlocal.hook import xgboost as engine
+from sdlocal.hook.config import DEFAULT_LOCAL_PATH, HookConfig
+from sdlocal.hook.errors import HookConfigError, HookError
+from sdlocal.trial.modes import ModeKeys
 from smdebug.core.save_config import SaveConfig
-from trial.modes import ModeKeys
 
 logger = logging.getLogger("smdebug")
 

@@ -1,5 +1,5 @@
 """A script that runs its model before it creates its hook (a sanity check, a model summary): under
-`python -m hook.run` the zero-code hook attaches at that first forward and hands over to the
+`python -m sdlocal.hook.run` the zero-code hook attaches at that first forward and hands over to the
 script's hook when the script creates it."""
 import argparse
 

@@ -1,5 +1,5 @@
 """A training script with no debugger code at all (SageMaker's zero-code style): under
-`python -m hook.run` the zero-code hook finds the model and the loss."""
+`python -m sdlocal.hook.run` the zero-code hook finds the model and the loss."""
 import argparse
 
 import torch

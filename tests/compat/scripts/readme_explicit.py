@@ -2,8 +2,8 @@
 import torch
 import torch.nn as nn
 
-from hook.pytorch import Hook
-from trial.modes import ModeKeys
+from sdlocal.hook.pytorch import Hook
+from sdlocal.trial.modes import ModeKeys
 
 torch.manual_seed(0)
 model = nn.Sequential(nn.Linear(5, 8), nn.ReLU(), nn.Linear(8, 2))

@@ -8,9 +8,9 @@ from pathlib import Path
 
 import numpy as np
 
-from evaluator.profiler_trial import ProfilerTrial
-from trial.profiler import Sample, SystemMetricsWriter, TraceWriter
-from trial.profiler.names import (
+from sdlocal.evaluator.profiler_trial import ProfilerTrial
+from sdlocal.trial.profiler import Sample, SystemMetricsWriter, TraceWriter
+from sdlocal.trial.profiler.names import (
     CPU_TYPE,
     CPU_UTILIZATION,
     GPU_MEMORY_UTILIZATION,
@@ -117,7 +117,7 @@ def finished_trial(root: Path) -> ProfilerTrial:
 
 def judge_all(rule: object) -> object:
     """Evaluate a rule over a finished trial as the loop does: every window, then the end."""
-    from evaluator.rule import Verdict
+    from sdlocal.evaluator.rule import Verdict
 
     verdict = rule.evaluate_windows()  # type: ignore[attr-defined]
     end = rule.finish()  # type: ignore[attr-defined]

@@ -1,4 +1,4 @@
-"""Profiler rules through their entry points: `python -m evaluator` (SDLOCAL_PROFILER_OUTPUT, live
+"""Profiler rules through their entry points: `python -m sdlocal.evaluator` (SDLOCAL_PROFILER_OUTPUT, live
 on a real moto S3 while files are uploaded), `run_rule` on moto with the uploads driven by the
 loop's sleep, `sdlocal evaluate` on a job folder and an S3 prefix, and custom profiler rules."""
 from __future__ import annotations
@@ -12,16 +12,16 @@ import numpy as np
 import pytest
 from click.testing import CliRunner
 
-from evaluator.api import evaluate_trial, find_profiler_output, run_rule
-from evaluator.errors import EvaluatorError
-from evaluator.status import Status
-from launcher.cli import cli
+from sdlocal.evaluator.api import evaluate_trial, find_profiler_output, run_rule
+from sdlocal.evaluator.errors import EvaluatorError
+from sdlocal.evaluator.status import Status
+from sdlocal.launcher.cli import cli
 from tests.evaluator._trials import Clock
 from tests.evaluator.profiler._streams import JobWriter, machine
 from tests.evaluator.test_main import run_evaluator, status_from_s3, upload_dir
 
 CUSTOM_RULE = '''
-from evaluator import ProfilerRule
+from sdlocal.evaluator import ProfilerRule
 
 
 class SlowTrainSteps(ProfilerRule):

@@ -10,13 +10,13 @@ from pathlib import Path
 import numpy as np
 import pytest
 
-from evaluator.profiler_rules import (
+from sdlocal.evaluator.profiler_rules import (
     LoadBalancing,
     OverallFrameworkMetrics,
     OverallSystemUsage,
     ProfilerReport,
 )
-from evaluator.rule import Verdict
+from sdlocal.evaluator.rule import Verdict
 from tests.evaluator.profiler._streams import finished_trial, judge_all
 
 FIXTURES = Path(__file__).resolve().parents[2] / "fixtures" / "smdebug-profiler"

@@ -7,17 +7,22 @@ from pathlib import Path
 import numpy as np
 import pytest
 
-from evaluator.profiler_rules import Dataloader, MaxInitializationTime, OverallFrameworkMetrics, StepOutlier
-from evaluator.profiler_rules.dataloader import median_of
-from evaluator.rule import Verdict
-from tests.evaluator.profiler._streams import T0_US, JobWriter, finished_trial, judge_all, machine
-from trial.profiler.names import (
+from sdlocal.evaluator.profiler_rules import (
+    Dataloader,
+    MaxInitializationTime,
+    OverallFrameworkMetrics,
+    StepOutlier,
+)
+from sdlocal.evaluator.profiler_rules.dataloader import median_of
+from sdlocal.evaluator.rule import Verdict
+from sdlocal.trial.profiler.names import (
     BACKWARD_PHASE,
     DATALOADER_INITIALIZE,
     DATALOADER_ITER,
     DATALOADER_WORKER,
     FORWARD_PHASE,
 )
+from tests.evaluator.profiler._streams import T0_US, JobWriter, finished_trial, judge_all, machine
 
 ITER = "_MultiProcessingDataLoaderIter::GetNext"
 

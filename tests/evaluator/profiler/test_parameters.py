@@ -7,10 +7,10 @@ from pathlib import Path
 import pytest
 from smdebug_rulesconfig.profiler_rules import rules as sdk_rules
 
-from evaluator.errors import RuleParameterError
-from evaluator.profiler_rules import builtin_profiler_rule_classes
-from evaluator.profiler_trial import ProfilerTrial
-from evaluator.registry import get_rule_class, instantiate_rule
+from sdlocal.evaluator.errors import RuleParameterError
+from sdlocal.evaluator.profiler_rules import builtin_profiler_rule_classes
+from sdlocal.evaluator.profiler_trial import ProfilerTrial
+from sdlocal.evaluator.registry import get_rule_class, instantiate_rule
 
 
 @pytest.fixture

@@ -12,18 +12,18 @@ from pathlib import Path
 import numpy as np
 import pytest
 
-from evaluator.errors import RuleParameterError
-from evaluator.loop import evaluate
-from evaluator.profiler_rules import CPUBottleneck, ProfilerReport, StepOutlier
-from evaluator.profiler_rules.profiler_report import SUB_RULES
-from evaluator.profiler_trial import ProfilerTrial
-from evaluator.registry import instantiate_rule
-from evaluator.report_files import HTML_REPORT_KEY, REPORTS_PREFIX, ReportSink
-from evaluator.rule import Verdict
-from evaluator.status import Status
+from sdlocal.evaluator.errors import RuleParameterError
+from sdlocal.evaluator.loop import evaluate
+from sdlocal.evaluator.profiler_rules import CPUBottleneck, ProfilerReport, StepOutlier
+from sdlocal.evaluator.profiler_rules.profiler_report import SUB_RULES
+from sdlocal.evaluator.profiler_trial import ProfilerTrial
+from sdlocal.evaluator.registry import instantiate_rule
+from sdlocal.evaluator.report_files import HTML_REPORT_KEY, REPORTS_PREFIX, ReportSink
+from sdlocal.evaluator.rule import Verdict
+from sdlocal.evaluator.status import Status
+from sdlocal.trial.storage import open_storage
 from tests.evaluator._trials import Clock
 from tests.evaluator.profiler._streams import JobWriter, finished_trial, judge_all, machine
-from trial.storage import open_storage
 
 ALL_OTHERS = {"BatchSize", "CPUBottleneck", "Dataloader", "GPUMemoryIncrease", "IOBottleneck", "LoadBalancing",
               "LowGPUUtilization", "MaxInitializationTime", "OverallSystemUsage", "OverallFrameworkMetrics",
@@ -103,10 +103,10 @@ def test_writes_each_rules_report_and_hands_the_renderer_the_reader_and_reports(
             calls.append((reader, rule_reports, job_name))
             return f"{len(rule_reports)} rules"
 
-    renderer = types.ModuleType("evaluator.reports")
+    renderer = types.ModuleType("sdlocal.evaluator.reports")
     renderer.ProfilerReportInput = FakeInput  # type: ignore[attr-defined]
     renderer.render_profiler_report = lambda data: f"<html>{data}</html>"  # type: ignore[attr-defined]
-    monkeypatch.setitem(sys.modules, "evaluator.reports", renderer)
+    monkeypatch.setitem(sys.modules, "sdlocal.evaluator.reports", renderer)
     monkeypatch.setenv("SDLOCAL_JOB_NAME", "my-job")
     trial = ProfilerTrial.open(healthy_job(tmp_path / "prof", slow_steps=11))
     out = tmp_path / "rule-output"
@@ -125,15 +125,15 @@ def test_writes_each_rules_report_and_hands_the_renderer_the_reader_and_reports(
 
 def test_without_a_renderer_no_html_and_one_log_line(tmp_path: Path, monkeypatch: pytest.MonkeyPatch,
                                                      caplog: pytest.LogCaptureFixture) -> None:
-    monkeypatch.setitem(sys.modules, "evaluator.reports", None)  # importing it raises ImportError
+    monkeypatch.setitem(sys.modules, "sdlocal.evaluator.reports", None)  # importing it raises ImportError
     trial = finished_trial(healthy_job(tmp_path))
     rule = ProfilerReport(trial)
     judge_all(rule)
-    with caplog.at_level(logging.INFO, logger="evaluator.profiler_rules.profiler_report"):
+    with caplog.at_level(logging.INFO, logger="sdlocal.evaluator.profiler_rules.profiler_report"):
         assert rule.html_report_job() is None and rule.html_report_job() is None
     # (records of this module only: a server thread left by an earlier test may log meanwhile)
-    assert [r.getMessage() for r in caplog.records if r.name == "evaluator.profiler_rules.profiler_report"] == [
-        "profiler-report.html is not written: no HTML renderer (evaluator.reports.render_profiler_report) in this version"]
+    assert [r.getMessage() for r in caplog.records if r.name == "sdlocal.evaluator.profiler_rules.profiler_report"] == [
+        "profiler-report.html is not written: no HTML renderer (sdlocal.evaluator.reports.render_profiler_report) in this version"]
 
 
 def fake_renderer(monkeypatch: pytest.MonkeyPatch, render) -> None:  # type: ignore[no-untyped-def]
@@ -142,10 +142,10 @@ def fake_renderer(monkeypatch: pytest.MonkeyPatch, render) -> None:  # type: ign
         def from_reader(cls, reader: object, rule_reports: dict, *, job_name: str) -> int:
             return len(reader.system)  # type: ignore[attr-defined]
 
-    module = types.ModuleType("evaluator.reports")
+    module = types.ModuleType("sdlocal.evaluator.reports")
     module.ProfilerReportInput = FakeInput  # type: ignore[attr-defined]
     module.render_profiler_report = render  # type: ignore[attr-defined]
-    monkeypatch.setitem(sys.modules, "evaluator.reports", module)
+    monkeypatch.setitem(sys.modules, "sdlocal.evaluator.reports", module)
 
 
 def test_live_drawing_runs_beside_the_polls_and_the_final_one_waits_for_it(tmp_path: Path,
@@ -191,10 +191,10 @@ def test_a_failing_drawing_is_logged_and_the_verdict_stands(tmp_path: Path, monk
     fake_renderer(monkeypatch, render)
     trial = ProfilerTrial.open(healthy_job(tmp_path / "prof", slow_steps=11))
     out = open_storage(tmp_path / "out")
-    with caplog.at_level(logging.ERROR, logger="evaluator.report_files"):
+    with caplog.at_level(logging.ERROR, logger="sdlocal.evaluator.report_files"):
         final = evaluate(trial, ProfilerReport(trial), interval=1.0, clock=Clock(), sleep=lambda s: None,
                          reports=ReportSink(out))
     assert final.status is Status.ISSUES_FOUND
     assert not out.exists(HTML_REPORT_KEY) and out.exists("profiler-output/profiler-reports/StepOutlier.json")
-    assert {r.getMessage() for r in caplog.records if r.name.startswith("evaluator.")} == {
+    assert {r.getMessage() for r in caplog.records if r.name.startswith("sdlocal.evaluator.")} == {
         "profiler-report.html could not be written: ValueError: no fonts"}

@@ -8,7 +8,7 @@ from pathlib import Path
 import numpy as np
 import pytest
 
-from evaluator.profiler_rules import (
+from sdlocal.evaluator.profiler_rules import (
     BatchSize,
     CPUBottleneck,
     GPUMemoryIncrease,
@@ -17,8 +17,8 @@ from evaluator.profiler_rules import (
     LowGPUUtilization,
     OverallSystemUsage,
 )
-from evaluator.profiler_rules.load_balancing import js_distance
-from evaluator.rule import Verdict
+from sdlocal.evaluator.profiler_rules.load_balancing import js_distance
+from sdlocal.evaluator.rule import Verdict
 from tests.evaluator.profiler._streams import JobWriter, finished_trial, judge_all, machine, noisy
 
 

@@ -9,17 +9,17 @@ from pathlib import Path
 
 import pytest
 
-from evaluator.loop import evaluate
-from evaluator.profiler_rule import ProfilerRule
-from evaluator.profiler_rules import CPUBottleneck, ProfilerReport, StepOutlier
-from evaluator.profiler_trial import ProfilerTrial
-from evaluator.report_files import ReportSink, report_key
-from evaluator.rule import Verdict
-from evaluator.status import RuleStatus, Status
+from sdlocal.evaluator.loop import evaluate
+from sdlocal.evaluator.profiler_rule import ProfilerRule
+from sdlocal.evaluator.profiler_rules import CPUBottleneck, ProfilerReport, StepOutlier
+from sdlocal.evaluator.profiler_trial import ProfilerTrial
+from sdlocal.evaluator.report_files import ReportSink, report_key
+from sdlocal.evaluator.rule import Verdict
+from sdlocal.evaluator.status import RuleStatus, Status
+from sdlocal.trial.profiler import Sample
+from sdlocal.trial.storage import open_storage
 from tests.evaluator._trials import Clock
 from tests.evaluator.profiler._streams import T0_US, JobWriter, machine
-from trial.profiler import Sample
-from trial.storage import open_storage
 
 
 def HEALTHY(i: int) -> list[Sample]:  # noqa: N802 - used like a constant
@@ -237,8 +237,8 @@ def test_reports_are_written_while_running_and_final_at_the_end(tmp_path: Path) 
 def test_max_initialization_time_live_waits_for_the_framework_data(tmp_path: Path) -> None:
     """Live, a first step whose trace file is not uploaded yet is not a slow start: the rule's
     windows stop where the framework data read stops, however far the system data goes."""
-    from evaluator.profiler_rules import MaxInitializationTime
-    from trial.profiler.names import DATALOADER_INITIALIZE
+    from sdlocal.evaluator.profiler_rules import MaxInitializationTime
+    from sdlocal.trial.profiler.names import DATALOADER_INITIALIZE
 
     job = JobWriter(tmp_path)
     trial = ProfilerTrial.open(tmp_path)
@@ -256,7 +256,7 @@ def test_max_initialization_time_live_waits_for_the_framework_data(tmp_path: Pat
 
 
 def test_max_initialization_time_live_fires_on_a_slow_start(tmp_path: Path) -> None:
-    from evaluator.profiler_rules import MaxInitializationTime
+    from sdlocal.evaluator.profiler_rules import MaxInitializationTime
 
     job = JobWriter(tmp_path)
     trial = ProfilerTrial.open(tmp_path)

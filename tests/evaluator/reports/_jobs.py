@@ -8,7 +8,7 @@ from pathlib import Path
 
 import numpy as np
 
-from trial.profiler import Sample, SystemMetricsWriter, TraceWriter
+from sdlocal.trial.profiler import Sample, SystemMetricsWriter, TraceWriter
 
 T0 = 1_760_000_040  # on a minute, in UTC
 

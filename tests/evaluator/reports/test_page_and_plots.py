@@ -6,7 +6,7 @@ import re
 
 import numpy as np
 
-from evaluator.reports import Html, Page, Section, escape, note, plots, structured, table, tag
+from sdlocal.evaluator.reports import Html, Page, Section, escape, note, plots, structured, table, tag
 from tests.evaluator.reports._html import parse_page
 
 

@@ -11,7 +11,7 @@ from typing import Any
 
 import pytest
 
-from evaluator.reports import (
+from sdlocal.evaluator.reports import (
     PROFILER_REPORT_KEY,
     JobSummary,
     ProfilerReportInput,
@@ -19,11 +19,11 @@ from evaluator.reports import (
     render_profiler_report,
     write_profiler_report,
 )
+from sdlocal.trial.profiler import ProfilerReader, Sample, SystemMetricsWriter, TraceWriter
+from sdlocal.trial.storage import LocalStorage, S3Storage
 from tests.evaluator.reports._html import parse_page
 from tests.evaluator.reports._jobs import T0, WrittenJob
 from tests.evaluator.reports.conftest import HOSTILE_RULE, rule_reports
-from trial.profiler import ProfilerReader, Sample, SystemMetricsWriter, TraceWriter
-from trial.storage import LocalStorage, S3Storage
 
 NOW = 1_760_003_600.0
 

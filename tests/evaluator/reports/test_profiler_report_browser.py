@@ -12,13 +12,13 @@ from pathlib import Path
 
 import numpy as np
 
-from evaluator.reports import ProfilerReportInput, render_profiler_report
-from evaluator.reports._plots import HIGHLIGHT
+from sdlocal.evaluator.reports import ProfilerReportInput, render_profiler_report
+from sdlocal.evaluator.reports._plots import HIGHLIGHT
+from sdlocal.trial.profiler import ProfilerReader
 from tests.chromium import Box, RenderedPage, render_page
 from tests.evaluator.reports._html import parse_page
 from tests.evaluator.reports._jobs import WrittenJob
 from tests.evaluator.reports.conftest import HOSTILE_RULE, rule_reports
-from trial.profiler import ProfilerReader
 
 SELECTORS = ["figure.plot svg", "table.rules tbody tr", "table.rules tbody tr .badge", "div.note",
              "div.cards .card", "table.kv"]

@@ -13,10 +13,10 @@ from pathlib import Path
 import numpy as np
 
 from detection import xgb as runs
-from evaluator.reports.xgboost import XgboostReportInput, render_xgboost_report
+from sdlocal.evaluator.reports.xgboost import XgboostReportInput, render_xgboost_report
+from sdlocal.trial import create_trial
 from tests.chromium import RenderedPage, render_page
 from tests.evaluator.reports._html import parse_page
-from trial import create_trial
 
 SELECTORS = ["figure.plot svg", "table", "div.cards .card", "section h2"]
 SCREENSHOT = Path(__file__).resolve().parents[3] / "docs" / "images" / "xgboost-report.png"

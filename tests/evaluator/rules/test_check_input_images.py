@@ -6,13 +6,13 @@ from pathlib import Path
 import numpy as np
 import pytest
 
-from evaluator.api import evaluate_trial
-from evaluator.errors import RuleParameterError
-from evaluator.rule import Verdict
-from evaluator.rules import CheckInputImages
-from evaluator.status import Status
+from sdlocal.evaluator.api import evaluate_trial
+from sdlocal.evaluator.errors import RuleParameterError
+from sdlocal.evaluator.rule import Verdict
+from sdlocal.evaluator.rules import CheckInputImages
+from sdlocal.evaluator.status import Status
+from sdlocal.trial import Collection, TrialWriter, create_trial
 from tests.evaluator._trials import COLLECTIONS, make_trial, train_steps
-from trial import Collection, TrialWriter, create_trial
 
 IMG = "Net_hybridsequential0_input_0"
 RNG = np.random.default_rng(3)

@@ -6,15 +6,15 @@ from pathlib import Path
 import numpy as np
 import pytest
 
-from evaluator.api import evaluate_trial
-from evaluator.errors import RuleParameterError
-from evaluator.loop import evaluate
-from evaluator.rule import Verdict
-from evaluator.rules import ClassImbalance
-from evaluator.status import Status
+from sdlocal.evaluator.api import evaluate_trial
+from sdlocal.evaluator.errors import RuleParameterError
+from sdlocal.evaluator.loop import evaluate
+from sdlocal.evaluator.rule import Verdict
+from sdlocal.evaluator.rules import ClassImbalance
+from sdlocal.evaluator.status import Status
+from sdlocal.trial.modes import ModeKeys
+from sdlocal.trial.trial import Trial
 from tests.evaluator._trials import StepSpec, make_trial
-from trial.modes import ModeKeys
-from trial.trial import Trial
 
 LABELS = "CrossEntropyLoss_labels"
 PREDS = "CrossEntropyLoss_predictions"

@@ -6,14 +6,14 @@ from pathlib import Path
 import numpy as np
 import pytest
 
-from evaluator.api import evaluate_trial
-from evaluator.errors import RuleParameterError
-from evaluator.loop import evaluate
-from evaluator.rule import Verdict
-from evaluator.rules import Confusion
-from evaluator.status import RuleStatus, Status
+from sdlocal.evaluator.api import evaluate_trial
+from sdlocal.evaluator.errors import RuleParameterError
+from sdlocal.evaluator.loop import evaluate
+from sdlocal.evaluator.rule import Verdict
+from sdlocal.evaluator.rules import Confusion
+from sdlocal.evaluator.status import RuleStatus, Status
+from sdlocal.trial import Collection, TrialWriter, create_trial
 from tests.evaluator._trials import COLLECTIONS, make_trial
-from trial import Collection, TrialWriter, create_trial
 
 LABELS, PREDS = "CrossEntropyLoss_input_1", "CrossEntropyLoss_input_0"
 CLASSIFIER = (*COLLECTIONS, Collection("labels", include_regex=("_input_1$",)),

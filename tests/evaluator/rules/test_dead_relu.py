@@ -6,13 +6,13 @@ from pathlib import Path
 import numpy as np
 import pytest
 
-from evaluator.api import evaluate_trial
-from evaluator.errors import RuleParameterError
-from evaluator.rule import Verdict
-from evaluator.rules import DeadRelu
-from evaluator.status import Status
+from sdlocal.evaluator.api import evaluate_trial
+from sdlocal.evaluator.errors import RuleParameterError
+from sdlocal.evaluator.rule import Verdict
+from sdlocal.evaluator.rules import DeadRelu
+from sdlocal.evaluator.status import Status
+from sdlocal.trial import Collection, TrialWriter, create_trial
 from tests.evaluator._trials import COLLECTIONS, make_trial, write_steps
-from trial import Collection, TrialWriter, create_trial
 
 OUT = "layer0_relu_output_0"
 RNG = np.random.default_rng(0)

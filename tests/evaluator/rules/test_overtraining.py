@@ -6,14 +6,14 @@ from pathlib import Path
 import numpy as np
 import pytest
 
-from evaluator.api import evaluate_trial
-from evaluator.errors import RuleParameterError
-from evaluator.loop import evaluate
-from evaluator.rule import Verdict
-from evaluator.rules import Overtraining
-from evaluator.status import Status
+from sdlocal.evaluator.api import evaluate_trial
+from sdlocal.evaluator.errors import RuleParameterError
+from sdlocal.evaluator.loop import evaluate
+from sdlocal.evaluator.rule import Verdict
+from sdlocal.evaluator.rules import Overtraining
+from sdlocal.evaluator.status import Status
+from sdlocal.trial.trial import Trial
 from tests.evaluator._trials import StepSpec, losses, make_trial
-from trial.trial import Trial
 
 LOSS = "CrossEntropyLoss_output_0"
 N, MET, NOT = Verdict.NOT_EVALUATED, Verdict.CONDITION_MET, Verdict.CONDITION_NOT_MET

@@ -6,13 +6,13 @@ from pathlib import Path
 import numpy as np
 import pytest
 
-from evaluator.api import evaluate_trial
-from evaluator.errors import RuleParameterError
-from evaluator.rule import Verdict
-from evaluator.rules import PoorWeightInitialization
-from evaluator.status import Status
+from sdlocal.evaluator.api import evaluate_trial
+from sdlocal.evaluator.errors import RuleParameterError
+from sdlocal.evaluator.rule import Verdict
+from sdlocal.evaluator.rules import PoorWeightInitialization
+from sdlocal.evaluator.status import Status
+from sdlocal.trial import Collection, TrialWriter, create_trial
 from tests.evaluator._trials import COLLECTIONS, make_trial, train_steps
-from trial import Collection, TrialWriter, create_trial
 
 RNG = np.random.default_rng(2)
 IN0, IN1 = "layer0_relu_input_0", "layer1_relu_input_0"

@@ -6,15 +6,15 @@ from pathlib import Path
 import numpy as np
 import pytest
 
-from evaluator.api import evaluate_trial
-from evaluator.errors import RuleParameterError
-from evaluator.loop import evaluate
-from evaluator.registry import instantiate_rule
-from evaluator.rule import Verdict
-from evaluator.rules import SimilarAcrossRuns
-from evaluator.status import Status
+from sdlocal.evaluator.api import evaluate_trial
+from sdlocal.evaluator.errors import RuleParameterError
+from sdlocal.evaluator.loop import evaluate
+from sdlocal.evaluator.registry import instantiate_rule
+from sdlocal.evaluator.rule import Verdict
+from sdlocal.evaluator.rules import SimilarAcrossRuns
+from sdlocal.evaluator.status import Status
+from sdlocal.trial import TrialWriter, create_trial
 from tests.evaluator._trials import make_trial, train_steps, write_steps
-from trial import TrialWriter, create_trial
 
 W = "Net_fc1.weight"
 G = "gradient/Net_fc1.weight"

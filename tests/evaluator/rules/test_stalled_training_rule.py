@@ -8,14 +8,14 @@ from pathlib import Path
 import numpy as np
 import pytest
 
-from evaluator.api import evaluate_trial
-from evaluator.errors import RuleParameterError
-from evaluator.loop import evaluate
-from evaluator.rule import Verdict
-from evaluator.rules import StalledTrainingRule
-from evaluator.status import RuleStatus, Status
+from sdlocal.evaluator.api import evaluate_trial
+from sdlocal.evaluator.errors import RuleParameterError
+from sdlocal.evaluator.loop import evaluate
+from sdlocal.evaluator.rule import Verdict
+from sdlocal.evaluator.rules import StalledTrainingRule
+from sdlocal.evaluator.status import RuleStatus, Status
+from sdlocal.trial import TrialWriter, create_trial
 from tests.evaluator._trials import COLLECTIONS, Clock
-from trial import TrialWriter, create_trial
 
 LOSS = "CrossEntropyLoss_output_0"
 
@@ -148,7 +148,7 @@ def test_real_short_stall(tmp_path: Path) -> None:
 
 def test_a_stall_is_logged_and_counted_once(tmp_path: Path, caplog: pytest.LogCaptureFixture) -> None:
     # steps at t=1 and t=20, idle polls every second in between and after: two stalls of > 5 s
-    with caplog.at_level("INFO", logger="evaluator.rules.StalledTrainingRule"):
+    with caplog.at_level("INFO", logger="sdlocal.evaluator.rules.StalledTrainingRule"):
         final, _, rule = _follow(tmp_path, {"threshold": "5"}, {1.0: 0, 20.0: 1}, end_at=40)
     assert final.status is Status.ISSUES_FOUND
     assert rule.report["RuleTriggered"] == 2  # one per stall, not one per idle poll

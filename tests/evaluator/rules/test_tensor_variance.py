@@ -6,12 +6,12 @@ from pathlib import Path
 import numpy as np
 import pytest
 
-from evaluator.api import evaluate_trial
-from evaluator.errors import RuleParameterError
-from evaluator.loop import evaluate
-from evaluator.rule import Verdict
-from evaluator.rules import TensorVariance
-from evaluator.status import Status
+from sdlocal.evaluator.api import evaluate_trial
+from sdlocal.evaluator.errors import RuleParameterError
+from sdlocal.evaluator.loop import evaluate
+from sdlocal.evaluator.rule import Verdict
+from sdlocal.evaluator.rules import TensorVariance
+from sdlocal.evaluator.status import Status
 from tests.evaluator._trials import make_trial, train_steps
 
 W = "Net_fc1.weight"

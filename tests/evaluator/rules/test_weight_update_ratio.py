@@ -6,11 +6,11 @@ from pathlib import Path
 import numpy as np
 import pytest
 
-from evaluator.api import evaluate_trial
-from evaluator.errors import RuleParameterError
-from evaluator.rule import Verdict
-from evaluator.rules import WeightUpdateRatio
-from evaluator.status import Status
+from sdlocal.evaluator.api import evaluate_trial
+from sdlocal.evaluator.errors import RuleParameterError
+from sdlocal.evaluator.rule import Verdict
+from sdlocal.evaluator.rules import WeightUpdateRatio
+from sdlocal.evaluator.status import Status
 from tests.evaluator._trials import make_trial, train_steps
 
 W = "Net_fc0.weight"

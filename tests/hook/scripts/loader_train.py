@@ -1,5 +1,5 @@
 """A small PyTorch training loop fed by a real torch.utils.data.DataLoader, with no debugger import
-(unless --own-hook): the framework-metrics tests run it under `python -m hook.run`.
+(unless --own-hook): the framework-metrics tests run it under `python -m sdlocal.hook.run`.
 
 Each epoch trains on every batch of the training loader and, with --eval, runs the model in eval
 mode over the validation loader. Prints one JSON line at the end: the TRAIN and EVAL steps run.

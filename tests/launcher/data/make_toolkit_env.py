@@ -5,7 +5,7 @@ script about the job whose config files sdlocal writes. Run with an interpreter 
     python tests/launcher/data/make_toolkit_env.py /tmp/smtk/bin/python
 
 The toolkit reads `resourceconfig.json`, `inputdataconfig.json` and `hyperparameters.json` from
-SAGEMAKER_BASE_DIR (here the job folder `launcher.platform.write_configs` lays out) and returns
+SAGEMAKER_BASE_DIR (here the job folder `sdlocal.launcher.jobdir.folder.write_configs` lays out) and returns
 `Environment().to_env_vars()` (the SM_* variables) and `to_cmd_args()` (the script's arguments).
 The folder's path is stored as {OPT_ML}; tests/launcher/test_training_env.py compares ours with it.
 """
@@ -47,8 +47,8 @@ print(json.dumps({"env": env.to_env_vars(), "cmd_args": env.to_cmd_args()}))
 
 def main(toolkit_python: str) -> None:
     sys.path.insert(0, str(HERE.parent.parent.parent))
-    from launcher.platform import JobDir, write_configs
-    from launcher.spec import JobSpec
+    from sdlocal.launcher.jobdir.folder import JobDir, write_configs
+    from sdlocal.launcher.spec.model import JobSpec
 
     with tempfile.TemporaryDirectory() as tmp:
         (Path(tmp) / "train.py").write_text("")

@@ -8,8 +8,14 @@ from pathlib import Path
 import numpy as np
 import pytest
 
-from trial.profiler import ProfilerDataError, ProfilerReader, SeriesKey, parse_system_file, parse_trace_file
-from trial.profiler.names import parse_trace_key
+from sdlocal.trial.profiler import (
+    ProfilerDataError,
+    ProfilerReader,
+    SeriesKey,
+    parse_system_file,
+    parse_trace_file,
+)
+from sdlocal.trial.profiler.names import parse_trace_key
 
 
 def _json_lines(path: Path) -> list[dict]:

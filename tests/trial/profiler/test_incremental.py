@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import numpy as np
 
-from trial.profiler import FrameworkEvents, TraceEvent
+from sdlocal.trial.profiler import FrameworkEvents, TraceEvent
 
 
 def _events(n: int, seed: int) -> list[TraceEvent]:
@@ -51,7 +51,7 @@ def test_small_batches_out_of_order_match_one_batch() -> None:
 
 
 def test_system_series_read_between_batches_match_one_batch() -> None:
-    from trial.profiler import SystemMetrics, SystemRecord
+    from sdlocal.trial.profiler import SystemMetrics, SystemRecord
 
     rng = np.random.default_rng(2)
     records = [SystemRecord("algo-1", "cpu", f"cpu{i % 3}", "CPUUtilization", int(t), float(v))

@@ -7,8 +7,8 @@ from pathlib import Path
 
 import pytest
 
-from trial.profiler import Sample, SystemMetricsWriter, TraceWriter
-from trial.profiler.names import PYTHON_TIMELINE_SUFFIX
+from sdlocal.trial.profiler import Sample, SystemMetricsWriter, TraceWriter
+from sdlocal.trial.profiler.names import PYTHON_TIMELINE_SUFFIX
 
 SMDEBUG_DUMP = r"""
 import json, sys

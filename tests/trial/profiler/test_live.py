@@ -6,8 +6,8 @@ from typing import Any
 
 import pytest
 
-from trial.profiler import ProfilerReader, Sample, SystemMetricsWriter, TraceWriter
-from trial.storage import LocalStorage, S3Storage, Storage
+from sdlocal.trial.profiler import ProfilerReader, Sample, SystemMetricsWriter, TraceWriter
+from sdlocal.trial.storage import LocalStorage, S3Storage, Storage
 
 T0 = 1_700_000_000
 

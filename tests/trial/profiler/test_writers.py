@@ -8,10 +8,10 @@ from pathlib import Path
 import numpy as np
 import pytest
 
-from trial.modes import ModeKeys
-from trial.profiler import ProfilerReader, Sample, SeriesKey, SystemMetricsWriter, TraceWriter
-from trial.profiler.names import parse_system_key, parse_trace_key
-from trial.storage import LocalStorage
+from sdlocal.trial.modes import ModeKeys
+from sdlocal.trial.profiler import ProfilerReader, Sample, SeriesKey, SystemMetricsWriter, TraceWriter
+from sdlocal.trial.profiler.names import parse_system_key, parse_trace_key
+from sdlocal.trial.storage import LocalStorage
 
 T0 = 1_700_000_000  # 2023-11-14 22:13:20 UTC
 

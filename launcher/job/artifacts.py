@@ -1,0 +1,75 @@
+"""After training, as SageMaker does: `/opt/ml/model` published as `<out>/<job>/output/model.tar.gz`,
+`/opt/ml/output/data` as `output.tar.gz` beside it, and the training's `FailureReason`.
+
+The failure file follows the training toolkit: `/opt/ml/output/failure` written by the script
+itself wins; else the launcher writes the toolkit's `ExecuteUserScriptError` text (exit code, the
+last error line of the training log, the command). `FailureReason` is SageMaker's
+`AlgorithmError: <failure file>`, at most 1024 characters.
+"""
+from __future__ import annotations
+
+import re
+import shlex
+import tarfile
+import tempfile
+from pathlib import Path
+
+from sdlocal.trial.storage import Storage
+
+MAX_FAILURE_REASON = 1024
+_FILE_LINE = re.compile(r'^File "(.+)", line (\d+)')
+_ERROR_LINE = re.compile(r"^[A-Za-z_][\w.]*(Error|Exception|Interrupt|Exit|Failure)\b")
+
+
+def _tar_folder(folder: Path, archive: Path) -> None:
+    """A gzipped tarball of the folder's contents at its root (`model.pth`, not `model/model.pth`)."""
+    with tarfile.open(archive, "w:gz") as tar:
+        if folder.is_dir():
+            for entry in sorted(folder.iterdir()):
+                tar.add(entry, arcname=entry.name)
+
+
+def publish_folder(folder: Path, output: Storage, name: str, work_dir: Path) -> None:
+    """Tar and gzip `folder` (an empty tarball when it is empty or missing) and store it as `name`
+    in `output` (the job's `<out>/<job>/output`)."""
+    work_dir.mkdir(parents=True, exist_ok=True)
+    with tempfile.TemporaryDirectory(dir=work_dir, prefix=".publish-") as tmp:
+        archive = Path(tmp) / name
+        _tar_folder(folder, archive)
+        output.write_file(name, archive)  # multipart for large models
+
+
+def failure_reason(failure_file: Path, exit_code: int | None, entry_point: str, user_args: list[str],
+                   log_lines: list[str]) -> str:
+    """The job's FailureReason; writes the failure file when the script did not (the toolkit's way)."""
+    try:
+        text = failure_file.read_text(errors="replace").strip()
+    except OSError:
+        text = ""
+    if not text:
+        message = _error_message(log_lines)
+        command = shlex.join(["python", entry_point, *user_args])
+        text = f'ExecuteUserScriptError:\nExitCode {exit_code}\nErrorMessage "{message}"\nCommand "{command}"'
+        failure_file.parent.mkdir(parents=True, exist_ok=True)
+        failure_file.write_text(text)
+    return f"AlgorithmError: {text}"[:MAX_FAILURE_REASON]
+
+
+def _error_message(log_lines: list[str]) -> str:
+    """The log's last Python error line; a SyntaxError (the script does not even compile) also
+    gets the file and line from the traceback line before it, as `str(SyntaxError)` says them."""
+    errors = [i for i, line in enumerate(log_lines) if _ERROR_LINE.match(line.strip())]
+    if not errors:
+        return log_lines[-1].strip() if log_lines else ""
+    message = log_lines[errors[-1]].strip()
+    if message.split(":", 1)[0] in ("SyntaxError", "IndentationError", "TabError"):
+        where = [m for line in log_lines[:errors[-1]] if (m := _FILE_LINE.match(line.strip()))]
+        if where and "line " not in message:
+            message += f" ({Path(where[-1].group(1)).name}, line {where[-1].group(2)})"
+    return message
+
+
+def write_success(output_dir: Path) -> None:
+    """The toolkit's `/opt/ml/output/success` marker."""
+    output_dir.mkdir(parents=True, exist_ok=True)
+    (output_dir / "success").touch()

@@ -1,0 +1,514 @@
+"""One job run, from claiming its name to its rules' final statuses: `JobLifecycle`.
+
+It owns every part a job starts and their cleanup, in one place:
+
+    claim     the job name is free (job folder, S3 outputs); buckets of a local endpoint exist
+    stage     an s3:// source tarball unpacked, the channels under input/data (launcher/job/staging.py)
+    configure local custom rule files uploaded, input/config/*.json and job.json written
+    start     uploader, one evaluator per rule configuration (Debugger rules, then the profiler
+              rules the evaluator can run), training, system sampler (ProfilerConfig, not disabled)
+    wait      for the training, with its deadline (StoppingCondition.MaxRuntimeInSeconds), a stop (Ctrl-C,
+              SIGTERM, `sdlocal stop`) or a rule's StopTraining request; evaluators that die
+              meanwhile get Error at once (`Evaluators.settle`)
+    end       ALWAYS, whatever happened: training stopped if it runs, sampler stopped (its last
+              file closed), evaluators stopped when the job was stopped (before the end marker,
+              which they would read as the end), final upload, then the end markers
+              (debug-output, and profiler-output's system/ and framework/)
+    publish   model and output data (or the FailureReason), job.json updated
+    rules     wait for the evaluators (RunOptions.rule_timeout_s); Error for those without a status
+    close     ALWAYS: evaluators still running stopped with a status, the runtime closed
+
+Every wait goes through launcher/wait.py with a deadline; S3 is reached through trial's Storage
+over one injected client (`self.storage(uri)`).
+"""
+from __future__ import annotations
+
+import threading
+import time
+from collections.abc import Callable
+from dataclasses import replace
+from datetime import datetime, timezone
+from pathlib import Path
+from typing import Any
+
+from sdlocal.evaluator.actions import StopRequest
+from sdlocal.launcher.errors import JobError
+from sdlocal.launcher.job.artifacts import failure_reason, publish_folder, write_success
+from sdlocal.launcher.job.evaluators import Evaluators, profiler_rule_runs
+from sdlocal.launcher.job.model import (
+    DEFAULT_OPTIONS,
+    MAX_RUNTIME_EXCEEDED,
+    MAX_RUNTIME_MESSAGE,
+    JobResult,
+    RunOptions,
+)
+from sdlocal.launcher.job.prepare import claim_job_name, stage_inputs
+from sdlocal.launcher.job.steps_to_judge import few_steps_warnings
+from sdlocal.launcher.job.stop_training import StopRequestWatcher
+from sdlocal.launcher.jobdir.folder import (
+    END_MARKER,
+    JobDir,
+    Uploader,
+    UploadTarget,
+    update_record,
+    write_configs,
+)
+from sdlocal.launcher.runtime import DataInput, Handle, RuleLaunch, Runtime, TrainingLaunch
+from sdlocal.launcher.s3.endpoint import EmbeddedS3, EmbeddedWatchdog, S3Endpoint, sdlocal_home
+from sdlocal.launcher.sampler.sampler import (
+    LIVE_CLOSE_INTERVAL_S,
+    CollectorUnavailable,
+    SystemSampler,
+    make_sampler,
+)
+from sdlocal.launcher.spec.model import JobSpec, RuleSpec
+from sdlocal.launcher.statuses.keeper import KeptStatus
+from sdlocal.launcher.statuses.summary import RuleRef, rule_job_summary
+from sdlocal.launcher.wait import Deadline, wait_for
+from sdlocal.trial.errors import StorageError
+from sdlocal.trial.storage import Retry, S3Storage, Storage, add_outage_listener, open_storage
+
+
+def _one_line(e: BaseException) -> str:
+    return " ".join(str(e).split()) or type(e).__name__
+
+
+def run_all(*steps: Callable[[], object]) -> None:
+    """Run every step even when one fails; then raise the first failure."""
+    first: BaseException | None = None
+    for step in steps:
+        try:
+            step()
+        except BaseException as e:  # noqa: BLE001 - cleanup goes on; the first error is raised below
+            first = first or e
+    if first is not None:
+        raise first
+
+
+class JobLifecycle:
+    def __init__(
+        self,
+        spec: JobSpec,
+        *,
+        job_dir: JobDir,
+        endpoint: S3Endpoint,
+        runtime: Runtime,
+        options: RunOptions = DEFAULT_OPTIONS,
+        echo: Callable[[str], None] = print,
+        stop: threading.Event | None = None,
+        client: Any = None,
+        clock: Callable[[], float] = time.monotonic,
+        runs_profiler_rule: Callable[[RuleSpec], bool] = profiler_rule_runs,
+        sampler_factory: Callable[..., SystemSampler] = make_sampler,
+        on_phase: Callable[[str, str], None] | None = None,
+    ) -> None:
+        self.spec = spec
+        self.job_dir = job_dir
+        self.endpoint = endpoint
+        self.runtime = runtime
+        self.options = options
+        self.echo = echo
+        self.stop = stop or threading.Event()
+        self.client = client or endpoint.client()
+        self.clock = clock
+        self.sampler_factory = sampler_factory
+        # every S3 call rides through outages (trial/storage/_retry.py); Ctrl-C ends a wait for S3;
+        # a local endpoint that restarted empty gets its buckets back
+        self.retry = Retry(cancel=self.stop, recreate_bucket=endpoint.source != "aws")
+        self.status_keepers: list[KeptStatus] = []  # the rules' statuses, put back if S3 loses them
+        # (SecondaryStatus, StatusMessage) as the job moves on: `sdlocal serve`'s DescribeTrainingJob
+        self.on_phase = on_phase or (lambda status, message: None)
+        self._runnable = {r.name for r in spec.profiler_rules if runs_profiler_rule(r)}
+        self.profiler_rules: tuple[RuleSpec, ...] = ()  # those with an evaluator (set by configure)
+        self.evaluators = Evaluators(runtime, spec.job_name, self._rule_output, stop_grace_s=options.stop_grace_s)
+        self.uploader: Uploader | None = None
+        self.sampler: SystemSampler | None = None
+        self.training: Handle | None = None
+        self.upload_errors: list[Exception] = []
+        # how the training ended
+        self.exit_code: int | None = None
+        self.stopped_by: StopRequest | None = None  # a rule's StopTraining action
+        self.max_runtime_exceeded = False
+        self.max_runtime_exceeded_at: str | None = None  # when the training was told to stop (ISO 8601)
+        self.training_ended = False  # an outcome is known (else: an error cut the run short)
+        self.uploaded_all = False
+        self._next_check = clock()  # of the evaluators (RunOptions.settle_interval_s)
+        self._failed_looks: list[str] = []
+        self._rule_states: dict[str, str] = {}  # the last status said of each rule
+
+    # -- S3 through trial's storage ----------------------------------------------------------------
+    def storage(self, uri: str) -> Storage:
+        return open_storage(uri, client=self.client, retry=self.retry)
+
+    def bucket(self, name: str) -> Storage:
+        return S3Storage(name, "", client=self.client, retry=self.retry)
+
+    def _rule_output(self, uri: str) -> Storage:
+        keeper = KeptStatus(self.storage(uri))
+        self.status_keepers.append(keeper)
+        return keeper
+
+    @property
+    def max_runtime_s(self) -> float:
+        """The training's deadline: RunOptions.max_runtime_s if set, else the request's StoppingCondition."""
+        if self.options.max_runtime_s is not None:
+            return self.options.max_runtime_s
+        return float(self.spec.stopping.max_runtime_s)
+
+    @property
+    def profiling(self) -> bool:
+        """System metrics are sampled (a ProfilerConfig without DisableProfiler)."""
+        return self.spec.profiler is not None and self.spec.profiler.sampled
+
+    @property
+    def profiler_output_used(self) -> bool:
+        return self.profiling or bool(self.profiler_rules)
+
+    # -- the run -----------------------------------------------------------------------------------
+    def run(self) -> JobResult:
+        remove_listener = add_outage_listener(lambda line: self.echo(f"Warning: {line}"))
+        watchdog = None
+        if self.endpoint.source == "embedded" and self.endpoint.url:  # started again if it stops answering
+            watchdog = EmbeddedWatchdog(EmbeddedS3(sdlocal_home()), self.endpoint.url, self.echo).start()
+        try:
+            return self._run()
+        finally:
+            if watchdog is not None:
+                watchdog.stop()
+            remove_listener()
+
+    def _run(self) -> JobResult:
+        self.check_container_settings()
+        self.echo(self.endpoint.describe())
+        claim_job_name(self.spec, self.job_dir, self.bucket, ensure_buckets=self.endpoint.source != "aws",
+                       overwrite=self.options.overwrite)
+        self.on_phase("Downloading", "Downloading input data")
+        self.spec, data_inputs = stage_inputs(self.spec, self.job_dir, self.bucket, self.stop, self.echo)
+        self.configure()
+        try:
+            try:
+                self.start(data_inputs)
+                self.wait_training()
+            finally:
+                self.end_training()
+            self.warn_few_steps()
+            result = JobResult(self.spec.job_name, self.exit_code, self.stop.is_set(), [], self.stopped_by,
+                               max_runtime_exceeded=self.max_runtime_exceeded)
+            reason, artifacts = self.publish(result)
+            if not self.stop.is_set():
+                self.wait_rules()
+        except BaseException as e:
+            self.close(failure=e)
+            raise
+        self.close()
+        if self.upload_errors:
+            self.echo(f"Warning: {len(self.upload_errors)} upload attempt(s) failed; last: {self.upload_errors[-1]}")
+        return replace(result, statuses=self.statuses(), failure_reason=reason, model_artifacts=artifacts)
+
+    def check_container_settings(self) -> None:
+        """EnableNetworkIsolation honoured (a runtime that can cut the training off the network) or
+        refused; EnableInterContainerTrafficEncryption said to hold trivially (launcher/spec/job_settings.py)."""
+        settings = self.spec.containers
+        if settings.network_isolation and not self.runtime.isolates_network:
+            raise JobError("EnableNetworkIsolation: a training process of this host cannot be cut off the network; "
+                           "run the job with --runtime docker (its training container then has no network)")
+        if settings.network_isolation:
+            self.echo("EnableNetworkIsolation: the training container has no network (the launcher stages the "
+                      "inputs and uploads the outputs)")
+        if settings.traffic_encryption:
+            self.echo("EnableInterContainerTrafficEncryption: sdlocal runs one training container: there is no "
+                      "traffic between training instances to encrypt")
+
+    def configure(self) -> None:
+        def upload(path: Path, uri: str) -> None:
+            bucket, _, key = uri[len("s3://"):].partition("/")
+            self.bucket(bucket).write_file(key, path)
+
+        self.spec = self.spec.with_uploaded_rule_code(upload)
+        self.profiler_rules = tuple(r for r in self.spec.profiler_rules if r.name in self._runnable)
+        unevaluated = [r.name for r in self.spec.profiler_rules if r.name not in self._runnable]
+        write_configs(self.spec, self.job_dir, self.endpoint.url, unevaluated=unevaluated)
+        stopping = self.spec.stopping
+        update_record(self.job_dir, StoppingCondition={
+            "MaxRuntimeInSeconds": stopping.max_runtime_s, "MaxWaitTimeInSeconds": stopping.max_wait_s,
+            "MaxPendingTimeInSeconds": stopping.max_pending_s},
+            EnableNetworkIsolation=self.spec.containers.network_isolation,
+            EnableInterContainerTrafficEncryption=self.spec.containers.traffic_encryption)
+        if unevaluated:
+            self.echo(f"Profiler rules are not evaluated yet: {', '.join(unevaluated)}")
+
+    def start(self, data_inputs: tuple[DataInput, ...]) -> None:
+        spec = self.spec
+        targets = [UploadTarget(self.job_dir.tensors, self.storage(spec.debug_output))]
+        if spec.tensorboard is not None:
+            targets.append(UploadTarget(self.job_dir.tensorboard, self.storage(spec.tensorboard.tensorboard_output),
+                                        mutable=True))
+        if self.profiling:
+            targets.append(UploadTarget(self.job_dir.profiler, self.storage(spec.profiler_output)))
+        self.uploader = Uploader(targets, interval=self.options.upload_interval_s, on_error=self.upload_errors.append,
+                                 echo=self.echo, keepers=self.status_keepers)
+        self.uploader.start()
+        env = tuple(sorted(self.endpoint.child_env().items()))
+        for rule in spec.debug_rules + self.profiler_rules:
+            self.evaluators.start(rule, self._rule_launch(rule, env))
+        self.training = self.runtime.start_training(self._training_launch(env, data_inputs))
+        self.on_phase("Training", "Training image download completed. Training in progress.")
+        self.echo(f"Training job {spec.job_name} started ({len(self.evaluators)} rule evaluator(s)); "
+                  f"logs in {self.job_dir.logs}")
+        if self.profiling:
+            self._start_sampler(self.training)
+
+    def _start_sampler(self, training: Handle) -> None:
+        assert self.spec.profiler is not None
+        interval_ms = self.spec.profiler.interval_ms
+        pid = training.container_pid()
+        if training.in_container and pid is None:
+            self.echo("System metrics: not sampled (the training container is not running)")
+            return
+        try:
+            # a container gets no GPU from the docker runtime: none of the host's GPUs is its own
+            self.sampler = self.sampler_factory(self.job_dir.profiler, interval_ms, container_pid=pid,
+                                                gpu_indices=() if training.in_container else None,
+                                                close_interval_s=LIVE_CLOSE_INTERVAL_S)
+        except CollectorUnavailable as e:
+            self.echo(f"System metrics: not sampled ({_one_line(e)})")
+            return
+        self.sampler.start()
+        what = "the training container" if training.in_container else "this host"
+        self.echo(f"System metrics of {what} every {interval_ms} ms: {self.spec.profiler_output}/system/")
+
+    def wait_training(self) -> None:
+        spec, training, options = self.spec, self.training, self.options
+        assert training is not None
+        watcher = StopRequestWatcher(spec.job_name, {r.name: self.storage(r.output) for r in spec.debug_rules},
+                                     interval=options.action_poll_interval_s, clock=self.clock,
+                                     on_ignored=lambda r: self.echo(_ignored_stop(r, spec.job_name)))
+        def ended() -> tuple[str, Any] | None:
+            code = training.poll()
+            if code is not None:
+                return "exited", code
+            request = self._look(watcher.poll)
+            if request is not None:
+                return "rule", request
+            self._check_evaluators()
+            return None
+
+        max_runtime = self.max_runtime_s
+        waited = wait_for(ended, Deadline.after(max_runtime, self.clock), interval=0.2,
+                          pause=training.wait, stop=self.stop)
+        if waited.stopped or (waited.value is not None and waited.value[0] == "rule"):
+            self.on_phase("Stopping", "Stopping the training job")
+        if waited.stopped:
+            self.echo("Stopping the training job ...")
+            training.stop(options.stop_grace_s)
+        elif waited.timed_out:
+            self.echo(f"Training job {spec.job_name}: {MAX_RUNTIME_EXCEEDED}: {MAX_RUNTIME_MESSAGE} "
+                      f"(StoppingCondition.MaxRuntimeInSeconds: {max_runtime:g} s) Stopping it (SIGTERM, "
+                      f"SIGKILL after {options.max_runtime_grace_s:g} s); the rules finish their evaluation")
+            self.max_runtime_exceeded_at = _iso_now()
+            self.exit_code = training.stop(options.max_runtime_grace_s)
+            self.max_runtime_exceeded = True
+        elif waited.value is not None and waited.value[0] == "rule":
+            self.stopped_by = request = waited.value[1]
+            at = f" at step {request.step}" if request.step is not None else ""
+            self.echo(f"Rule {request.rule_configuration_name} fired{at}: StopTraining action, "
+                      "stopping the training job ...")
+            self.exit_code = training.stop(options.stop_grace_s)
+            self.echo(f"Training job {spec.job_name} Stopped by rule {request.rule_configuration_name}; "
+                      "the rules finish their evaluation")
+        elif waited.value is not None:
+            self.exit_code = waited.value[1]
+            code = self.exit_code
+            self.echo(f"Training {'completed' if code == 0 else f'failed (exit code {code})'}")
+        self.training_ended = True
+
+    def _look(self, look: Callable[[], Any]) -> Any:
+        """A look at S3 during a wait (stop requests, evaluators' statuses) that fails is tried
+        again at the next tick: said once, never fatal (what must not fail raises elsewhere)."""
+        try:
+            return look()
+        except StorageError as e:
+            if not self._failed_looks:
+                self.echo(f"Warning: S3 did not answer a check ({_one_line(e)}); trying again")
+            self._failed_looks.append(_one_line(e))
+            return None
+
+    def _check_evaluators(self) -> None:
+        """Evaluators that died without a status read Error at once (every settle_interval_s), while
+        training runs and while the rules finish."""
+        if self.clock() < self._next_check:
+            return
+        self._next_check = self.clock() + self.options.settle_interval_s
+        for _, note in self.evaluators.watchdog_notes():
+            self.echo(note)
+        self._settle()
+
+    def _settle(self) -> None:
+        """Error for each evaluator that died without a status, said on screen."""
+        for e in self._look(self.evaluators.settle) or ():
+            self.echo(f"Rule {e.rule.name}: {e.death} without a status: Error "
+                      f"(see `sdlocal logs {self.spec.job_name} --rule {e.rule.name}`)")
+        self._report_status_changes()
+
+    def _report_status_changes(self) -> None:
+        """Each rule's status change as it happens (what the SDK's fit() prints): a rule that fires
+        is on screen within a settle interval, not at the end."""
+        for row in self._look(self.statuses) or ():
+            name, status = row["RuleConfigurationName"], row["RuleEvaluationStatus"]
+            if self._rule_states.get(name, "InProgress") != status:
+                details = " ".join(str(row.get("StatusDetails") or "").split())
+                self.echo(f"Rule {name}: {status}" + (f" ({details})" if details else ""))
+            self._rule_states[name] = status
+
+    def end_training(self) -> None:
+        """Whatever happened: stop what runs, upload what exists, mark the end."""
+        def stop_training() -> None:
+            if self.training is not None and self.training.poll() is None:
+                self.training.stop(self.options.stop_grace_s)
+
+        def stop_sampler() -> None:
+            if self.sampler is not None:
+                self.sampler.stop()  # closes its last file: the final upload takes it
+
+        def stop_rules_of_stopped_job() -> None:
+            # BEFORE the end marker: a stopped job's evaluators must not read it as the end
+            if self.stop.is_set() or self.training is None or not self.training_ended:
+                self.evaluators.stop("Stopped", "Stopped: the training job was stopped")
+
+        def final_upload() -> None:
+            if self.uploader is not None:
+                self.uploader.finish()
+            self.uploaded_all = True
+
+        def end_markers() -> None:
+            if not self.uploaded_all:  # the data is incomplete: no marker says it is all there
+                return
+            # through the uploader: written again after the files if S3 loses them
+            mark = self.uploader.write_marker if self.uploader is not None else (lambda st, key: st.write(key, b""))
+            mark(self.storage(self.spec.debug_output), END_MARKER)
+            if self.profiler_output_used:
+                profiler = self.storage(self.spec.profiler_output)
+                mark(profiler, f"system/{END_MARKER}")
+                mark(profiler, f"framework/{END_MARKER}")
+
+        run_all(stop_training, stop_sampler, stop_rules_of_stopped_job, final_upload, end_markers)
+
+    def warn_few_steps(self) -> None:
+        """Rules whose collections were saved at fewer than 2 of the steps the training ran."""
+        hook = self.spec.hook
+        if hook is None or not self.spec.debug_rules or self.stop.is_set() or not self.training_ended:
+            return
+        for line in few_steps_warnings(self.spec.debug_rules, self.job_dir.tensors, hook.collections,
+                                       hook.hook_parameters):
+            self.echo(line)
+
+    def publish(self, result: JobResult) -> tuple[str | None, str | None]:
+        """(FailureReason, model artifacts URI): a failed training gets the first, a completed or
+        stopped one has /opt/ml/model and /opt/ml/output/data published (SageMaker uploads them on
+        stop too)."""
+        spec, job_dir, training = self.spec, self.job_dir, self.training
+        reason = artifacts = None
+        if not result.training_failed:
+            self.on_phase("Uploading", "Uploading generated training model")
+        if result.training_failed and not result.stopped:
+            env = spec.training_environment()
+            reason = failure_reason(job_dir.failure_file, result.training_exit_code, spec.entry_point,
+                                    env.user_args(), training.last_log_lines(40) if training else [])
+        elif training is not None:
+            if result.training_exit_code == 0:
+                write_success(job_dir.root / "output")
+            try:
+                output = self.storage(spec.model_output)
+                publish_folder(job_dir.model, output, "model.tar.gz", job_dir.root)
+                publish_folder(job_dir.output_data, output, "output.tar.gz", job_dir.root)
+                artifacts = spec.model_artifacts
+                self.echo(f"Model artifacts: {artifacts}")
+            except Exception as e:  # noqa: BLE001 - the rules still need their wait; say it and go on
+                self.echo(f"Warning: could not publish the model artifacts to {spec.model_artifacts}: {_one_line(e)}")
+        transitions = None
+        if result.secondary_status == MAX_RUNTIME_EXCEEDED:  # DescribeTrainingJob's last transition
+            transitions = [{"Status": MAX_RUNTIME_EXCEEDED, "StartTime": self.max_runtime_exceeded_at,
+                            "EndTime": _iso_now(), "StatusMessage": MAX_RUNTIME_MESSAGE}]
+        update_record(job_dir, TrainingJobStatus=result.training_status, SecondaryStatus=result.secondary_status,
+                      SecondaryStatusTransitions=transitions, FailureReason=reason,
+                      ModelArtifacts={"S3ModelArtifacts": artifacts} if artifacts else None)
+        self.on_phase(result.secondary_status, reason or "")
+        return reason, artifacts
+
+    def wait_rules(self) -> None:
+        timeout = self.options.rule_timeout_s
+
+        def all_exited() -> bool:
+            self._check_evaluators()
+            return not self.evaluators.running()
+
+        waited = wait_for(all_exited, Deadline.after(timeout, self.clock), interval=0.2,
+                          pause=self.evaluators.pause, stop=self.stop)
+        if waited.stopped:
+            self.evaluators.stop("Stopped", "Stopped: the job was stopped")
+        elif waited.timed_out:
+            self.evaluators.stop("Error", f"ClientError: the evaluator did not finish within {timeout:g}s "
+                                          "after training ended")
+        self._settle()  # the ones that died since the last check (between checks: not said yet)
+        self._report_status_changes()
+
+    def close(self, failure: BaseException | None = None) -> None:
+        """Stop the evaluators still running (a stop during publishing, an error), close the runtime."""
+        def stop_evaluators() -> None:
+            if not self.evaluators.unfinished():
+                return
+            if failure is None:
+                self.evaluators.stop("Stopped", "Stopped: the job was stopped")
+            else:
+                self.evaluators.stop("Error", f"ClientError: the launcher failed: {_one_line(failure)}")
+
+        def stop_uploader() -> None:
+            if self.uploader is not None:
+                self.uploader.close()
+
+        try:
+            run_all(stop_evaluators, stop_uploader, self.runtime.close)
+        except Exception as e:  # noqa: BLE001
+            if failure is None:
+                raise
+            self.echo(f"Warning: cleaning up after the error failed too: {_one_line(e)}")
+
+    def statuses(self) -> list[dict[str, Any]]:
+        started = {r.name for r in self.profiler_rules}
+        refs = [RuleRef(r.name, r.output, r.kind) for r in self.spec.debug_rules]
+        refs += [RuleRef(r.name, r.output, r.kind, r.name in started) for r in self.spec.profiler_rules]
+        return rule_job_summary(self.client, refs)
+
+    # -- launches ----------------------------------------------------------------------------------
+    def _training_launch(self, env: tuple[tuple[str, str], ...], data_inputs: tuple[DataInput, ...]) -> TrainingLaunch:
+        spec, job_dir = self.spec, self.job_dir
+        return TrainingLaunch(
+            job_name=spec.job_name, entry_point=spec.entry_point, source_dir=spec.source_dir,
+            hyperparameters=tuple(spec.hyperparameters.items()), config_dir=job_dir.config_dir,
+            model_dir=job_dir.model, log_path=job_dir.logs / "training.log", image=spec.training_image, env=env,
+            training_env=spec.training_environment(), environment=tuple(spec.environment.items()),
+            data_inputs=data_inputs, network_isolation=spec.containers.network_isolation,
+        )
+
+    def _rule_launch(self, rule: RuleSpec, env: tuple[tuple[str, str], ...]) -> RuleLaunch:
+        spec, options = self.spec, self.options
+        if rule.kind == "profiler":
+            profiler_output: str | None = spec.profiler_output
+        else:
+            profiler_output = spec.profiler.profiler_output if spec.profiler else None
+        return RuleLaunch(
+            job_name=spec.job_name, rule_name=rule.name, rule_parameters=tuple(rule.parameters.items()),
+            debug_output=spec.debug_output, rule_output=rule.output, log_path=self.job_dir.rule_log(rule.name),
+            profiler_output=profiler_output, poll_interval_s=options.poll_interval_s,
+            collections_timeout_s=options.collections_timeout_s, image=rule.image, env=env,
+            instance_type=rule.instance_type, rule_timeout_s=options.rule_call_timeout_s,
+        )
+
+
+def _iso_now() -> str:
+    return datetime.now(timezone.utc).strftime("%Y-%m-%dT%H:%M:%SZ")
+
+
+def _ignored_stop(request: StopRequest, job_name: str) -> str:
+    return (f"Rule {request.rule_configuration_name} requested StopTraining for jobs starting with "
+            f"{request.training_job_prefix!r}: not {job_name}, ignored")

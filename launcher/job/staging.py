@@ -1,0 +1,164 @@
+"""Before training starts, as SageMaker does: the channels' data under `<job>/input/data/<channel>`
+and an `s3://` source tarball (the SDK's sourcedir.tar.gz) unpacked into `<job>/code`.
+
+S3 channels are downloaded (S3Prefix semantics of the SageMaker SDK's local mode: every object
+whose key starts with the prefix, at its key relative to the prefix; a URI naming one object gives
+that file). Local channels are not copied: the process runtime sees a symlink, the docker runtime
+mounts the folder or file read-only.
+
+S3 is reached through trial's Storage: `s3` opens a bucket's storage (`bucket_storage(client)`).
+"""
+from __future__ import annotations
+
+import shutil
+import tarfile
+import threading
+import zlib
+from collections.abc import Callable
+from pathlib import Path, PurePosixPath
+from typing import Any
+
+from sdlocal.launcher.errors import JobError
+from sdlocal.launcher.runtime import DataInput
+from sdlocal.launcher.spec.inputs import Channel
+from sdlocal.trial.errors import StorageError
+from sdlocal.trial.storage import S3Storage, Storage
+
+Buckets = Callable[[str], Storage]  # bucket name -> the storage at its root
+
+
+def bucket_storage(client: Any) -> Buckets:
+    """Storages at the root of each bucket, all over one client."""
+    return lambda bucket: S3Storage(bucket, "", client=client)
+
+
+def _bucket_key(uri: str) -> tuple[str, str]:
+    """`s3://bucket/a/b/` -> ("bucket", "a/b/"): the key exactly as given (a prefix keeps its slash)."""
+    bucket, _, key = uri[len("s3://"):].partition("/")
+    return bucket, key
+
+
+def _one_line(e: Exception) -> str:
+    return " ".join(str(e).split())
+
+
+def stage_channels(s3: Buckets | None, channels: tuple[Channel, ...], input_data: Path, *,
+                   stop: threading.Event | None = None,
+                   echo: Callable[[str], None] = print) -> tuple[DataInput, ...]:
+    """Make every channel available under `input_data/<channel>`; the runtimes' `DataInput`s."""
+    inputs = []
+    for channel in channels:
+        dest = input_data / channel.name
+        if channel.is_s3:
+            if s3 is None:
+                raise JobError(f"channel {channel.name}: {channel.source} needs S3")
+            count = _download_prefix(s3, channel, dest, stop)
+            echo(f"Channel {channel.name}: {count} file(s) from {channel.source}")
+            inputs.append(DataInput(f"input/data/{channel.name}", dest))
+            continue
+        source = Path(channel.source)
+        if not source.exists():
+            raise JobError(f"channel {channel.name}: local data {source} does not exist")
+        dest.parent.mkdir(parents=True, exist_ok=True)
+        echo(f"Channel {channel.name}: {source} (local, not copied)")
+        if source.is_dir():
+            dest.symlink_to(source, target_is_directory=True)
+            inputs.append(DataInput(f"input/data/{channel.name}", source))
+        else:  # one file: the channel folder holds it
+            dest.mkdir()
+            (dest / source.name).symlink_to(source)
+            inputs.append(DataInput(f"input/data/{channel.name}/{source.name}", source))
+    return tuple(inputs)
+
+
+def _download_prefix(s3: Buckets, channel: Channel, dest: Path, stop: threading.Event | None) -> int:
+    bucket, prefix = _bucket_key(channel.source)
+    storage = s3(bucket)
+    dest.mkdir(parents=True, exist_ok=True)
+    try:
+        if prefix and not prefix.endswith("/") and storage.exists(prefix):
+            storage.read_to_file(prefix, dest / PurePosixPath(prefix).name)
+            return 1
+        count = 0
+        for key in storage.list(prefix, include_tmp=True):  # a channel's data is whatever is there
+            if key.endswith("/"):  # a "folder" placeholder object
+                continue
+            rel = key[len(prefix):].lstrip("/")
+            if not rel or not _stays_inside(PurePosixPath(rel)):
+                raise JobError(f"channel {channel.name}: S3 key {key!r} would be written outside "
+                               f"{dest}; refused")
+            if stop is not None and stop.is_set():
+                raise JobError(f"channel {channel.name}: stopped while downloading {channel.source}")
+            target = dest / rel
+            target.parent.mkdir(parents=True, exist_ok=True)
+            storage.read_to_file(key, target)
+            count += 1
+    except (StorageError, OSError) as e:  # S3 or this disk: name the channel and the URI
+        raise JobError(f"channel {channel.name}: cannot download {channel.source}: {_one_line(e)}") from e
+    if count == 0:
+        raise JobError(f"channel {channel.name}: no S3 objects found under S3 URL {channel.source}")
+    return count
+
+
+def fetch_source(s3: Buckets, uri: str, dest: Path) -> None:
+    """Download the gzipped tarball at `uri` and unpack it into `dest` (created), refusing members
+    that would land outside it (absolute paths, `..`, links pointing out, devices)."""
+    bucket, key = _bucket_key(uri)
+    dest.mkdir(parents=True, exist_ok=True)
+    archive = dest.parent / ".sourcedir.tar.gz.download"
+    try:
+        try:
+            s3(bucket).read_to_file(key, archive)
+        except FileNotFoundError as e:
+            raise JobError(f"SourceDir {uri}: no such object in S3") from e
+        except StorageError as e:
+            raise JobError(f"SourceDir {uri}: cannot download: {_one_line(e)}") from e
+        _unpack(archive, dest, uri)
+    finally:
+        archive.unlink(missing_ok=True)
+
+
+def _unpack(archive: Path, dest: Path, uri: str) -> None:
+    try:
+        with tarfile.open(archive, "r:gz") as tar:  # the training toolkit opens it so: gzip only
+            members = tar.getmembers()
+            for member in members:
+                _check_member(member, uri)
+            if hasattr(tarfile, "data_filter"):  # also drops setuid bits and the like
+                tar.extractall(dest, members=members, filter="data")
+            else:  # Python < 3.10.12 / 3.11.4: our own checks above only
+                tar.extractall(dest, members=members)  # noqa: S202 - every member checked above
+    except (tarfile.TarError, EOFError, OSError, zlib.error) as e:
+        raise JobError(f"SourceDir {uri}: not a readable gzipped tar archive (the SDK's sourcedir.tar.gz): "
+                       f"{_one_line(e)}") from e
+
+
+def _check_member(member: tarfile.TarInfo, uri: str) -> None:
+    path = PurePosixPath(member.name)
+    if path.is_absolute() or not _stays_inside(path):
+        raise JobError(f"SourceDir {uri}: member {member.name!r} would be extracted outside the code folder; "
+                       "refused")
+    if member.issym() or member.islnk():
+        link = PurePosixPath(member.linkname)
+        # a symlink is relative to its own folder, a hard link to the archive's root
+        target = path.parent / link if member.issym() else link
+        if link.is_absolute() or not _stays_inside(target):
+            raise JobError(f"SourceDir {uri}: link {member.name!r} -> {member.linkname!r} points outside the "
+                           "code folder; refused")
+    elif not (member.isfile() or member.isdir()):
+        raise JobError(f"SourceDir {uri}: member {member.name!r} is a device or FIFO; refused")
+
+
+def _stays_inside(path: PurePosixPath) -> bool:
+    """True when a relative path never climbs above its starting folder."""
+    depth = 0
+    for part in path.parts:
+        depth += -1 if part == ".." else (0 if part == "." else 1)
+        if depth < 0:
+            return False
+    return True
+
+
+def remove_staged(root: Path) -> None:
+    """Undo a staging that failed: the job folder did not exist before (run_job's `_prepare`)."""
+    shutil.rmtree(root, ignore_errors=True)

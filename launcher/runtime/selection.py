@@ -1,0 +1,72 @@
+"""`--runtime docker|process|auto`: which runtime runs a job, decided before anything starts."""
+from __future__ import annotations
+
+from collections.abc import Callable, Sequence
+from typing import Any
+
+from sdlocal.launcher.errors import RuntimeLaunchError
+from sdlocal.launcher.runtime.base import Runtime
+from sdlocal.launcher.runtime.docker_config import ContainerUser, RuleLimits
+from sdlocal.launcher.runtime.process import ProcessRuntime
+
+RUNTIMES = ("process", "docker", "auto")
+
+
+def _docker_client() -> Any:
+    import docker
+
+    client = docker.from_env(timeout=60)
+    try:
+        client.ping()
+    except BaseException:
+        client.close()
+        raise
+    return client
+
+
+def select_runtime(
+    kind: str,
+    *,
+    rule_images: Sequence[str | None],
+    training_image: str | None,
+    limits: RuleLimits | None = None,
+    keep: bool = False,
+    training_user: ContainerUser | None = None,
+    echo: Callable[[str], None] = print,
+    docker_client: Callable[[], Any] = _docker_client,
+) -> Runtime:
+    """The runtime for a job whose rules ask for `rule_images` and training for `training_image`.
+
+    docker: an engine must answer and every image must exist (else one line naming the command
+    that builds it); auto: docker when both hold, else process, saying which and why."""
+    if kind not in RUNTIMES:
+        raise RuntimeLaunchError(f"--runtime: {kind!r} is not one of {', '.join(RUNTIMES)}")
+    if kind == "process":
+        return ProcessRuntime()
+    from sdlocal.launcher.images import build as images
+    from sdlocal.launcher.runtime.docker import DockerRuntime
+
+    try:
+        client = docker_client()
+    except Exception as e:  # noqa: BLE001 - any failure means "no engine answers"
+        why = f"no Docker engine answers ({' '.join(str(e).split())[:200]})"
+        if kind == "docker":
+            raise RuntimeLaunchError(f"--runtime docker: {why}") from e
+        echo(f"Runtime: process ({why})")
+        return ProcessRuntime()
+    runtime = DockerRuntime(client, training_image=images.training_image(), evaluator_image=images.evaluator_image(),
+                            limits=limits, keep=keep, training_user=training_user, echo=echo)
+    missing = runtime.missing_images(list(rule_images), training_image)
+    if missing:
+        client.close()
+        ours = [m for m in missing if m in (runtime.training_image, runtime.evaluator_image)]
+        theirs = [m for m in missing if m not in ours]
+        why = images.missing_image_message(", ".join(ours)) if ours else (
+            f"RuleEvaluatorImage {', '.join(theirs)} not found in the local Docker engine: build or load it first")
+        if kind == "docker":
+            raise RuntimeLaunchError(why)
+        echo(f"Runtime: process ({why})")
+        return ProcessRuntime()
+    echo(f"Runtime: docker ({runtime.training_image}, {runtime.evaluator_image})"
+         if kind == "auto" else f"Runtime: docker (network sdlocal-*-{runtime.run_id})")
+    return runtime

@@ -1,0 +1,59 @@
+"""The embedded S3: `python -m sdlocal.launcher.s3.server --port P [--data-dir DIR]` serves moto's S3 on
+127.0.0.1 until SIGTERM/SIGINT. With `--data-dir` (what `sdlocal.launcher.s3.endpoint.EmbeddedS3` starts it with:
+`$SDLOCAL_HOME/s3-data`) every bucket and object is also kept on disk and loaded back at start
+(launcher/s3/store.py); without, it is a plain moto server (memory only)."""
+from __future__ import annotations
+
+import argparse
+import logging
+import signal
+import sys
+import threading
+import time
+from pathlib import Path
+from typing import Any
+
+
+def main(argv: list[str] | None = None) -> int:
+    parser = argparse.ArgumentParser(prog="python -m sdlocal.launcher.s3.server")
+    parser.add_argument("--host", default="127.0.0.1")
+    parser.add_argument("--port", type=int, required=True)
+    parser.add_argument("--data-dir", type=Path, default=None)
+    args = parser.parse_args(argv)
+    logging.basicConfig(level=logging.INFO, stream=sys.stderr, format="%(asctime)s %(name)s %(levelname)s %(message)s")
+    logging.getLogger("werkzeug").setLevel(logging.WARNING)  # not one line per request
+
+    from moto.moto_server.werkzeug_app import DomainDispatcherApplication, create_backend_app
+    from werkzeug.serving import make_server
+
+    app: Any = DomainDispatcherApplication(create_backend_app)
+    if args.data_dir is not None:
+        from moto.s3.models import s3_backends
+
+        from sdlocal.launcher.s3.store import DiskStore, Persisting, install_hooks
+
+        store = DiskStore(args.data_dir)
+        started = time.monotonic()
+        usage = store.load(lambda account, partition: s3_backends[account][partition])
+        logging.getLogger("sdlocal.s3").info(
+            "loaded %d bucket(s), %d object(s), %d bytes from %s in %.2f s", usage.buckets, usage.objects,
+            usage.bytes, args.data_dir, time.monotonic() - started)
+        install_hooks()
+        app = Persisting(app, store)
+
+    server = make_server(args.host, args.port, app, threaded=True)
+    stop = threading.Event()
+    for sig in (signal.SIGTERM, signal.SIGINT):
+        signal.signal(sig, lambda *_: stop.set())
+    thread = threading.Thread(target=server.serve_forever, name="s3", daemon=True)
+    thread.start()
+    try:
+        while not stop.wait(3600):  # woken by the signal handler
+            pass
+    finally:
+        server.shutdown()
+    return 0
+
+
+if __name__ == "__main__":
+    raise SystemExit(main())

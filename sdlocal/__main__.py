@@ -1,0 +1,4 @@
+"""`python -m sdlocal` = the `sdlocal` command."""
+from sdlocal.launcher.cli import main
+
+main()

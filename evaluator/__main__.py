@@ -25,11 +25,12 @@ import threading
 from collections.abc import Mapping
 from typing import TextIO
 
+from sdlocal.evaluator import contract
 from sdlocal.evaluator.actions import sns_client_factory
 from sdlocal.evaluator.api import run_rule
 from sdlocal.evaluator.contract import EvaluatorEnv
 from sdlocal.evaluator.errors import ContractError
-from sdlocal.evaluator.status import RuleStatus, Status, client_error_details, fake_job_arn, write_status
+from sdlocal.evaluator.status import RuleStatus, Status, client_error_details, rule_job_arn, write_status
 from sdlocal.evaluator.watchdog import RuleWatchdog, exit_after_status, install
 from sdlocal.trial.errors import TrialError
 from sdlocal.trial.storage import open_storage
@@ -38,13 +39,13 @@ _OK = (Status.ISSUES_FOUND, Status.NO_ISSUES_FOUND, Status.STOPPED)
 
 
 def _contract_failure(exc: ContractError, environ: Mapping[str, str], stderr: TextIO) -> int:
-    output = environ.get("SDLOCAL_RULE_OUTPUT", "").strip()
+    output = environ.get(contract.RULE_OUTPUT, "").strip()
     print(f"evaluator: {exc}", file=stderr)
     if not output:
         return 2
-    name = environ.get("SDLOCAL_RULE_CONFIGURATION_NAME", "").strip() or "unknown"
-    job = environ.get("SDLOCAL_JOB_NAME", "").strip() or "unknown"
-    status = RuleStatus(name, Status.ERROR, client_error_details(str(exc)), job_arn=fake_job_arn(job, name))
+    name = environ.get(contract.RULE_CONFIGURATION_NAME, "").strip() or "unknown"
+    job = environ.get(contract.JOB_NAME, "").strip() or "unknown"
+    status = RuleStatus(name, Status.ERROR, client_error_details(str(exc)), job_arn=rule_job_arn(job, name))
     try:
         write_status(open_storage(output, endpoint_url=environ.get("AWS_ENDPOINT_URL_S3") or None), status)
     except (TrialError, OSError) as write_exc:
@@ -85,7 +86,7 @@ def main(environ: Mapping[str, str] | None = None, stderr: TextIO = sys.stderr) 
 
     def on_rule_timeout(details: str) -> None:
         status = RuleStatus(env.rule_configuration_name, Status.ERROR, client_error_details(details),
-                            job_arn=fake_job_arn(env.job_name, env.rule_configuration_name))
+                            job_arn=rule_job_arn(env.job_name, env.rule_configuration_name))
         exit_after_status(writing, lambda: write_status(output, status), stderr)
 
     watchdog = RuleWatchdog(env.rule_configuration_name, env.rule_timeout_s, on_expired=on_rule_timeout,

@@ -7,7 +7,7 @@ The JSON is a list (or one object) of
 `action_json` (the evaluator ends `Error`); executing never raises.
 
 - StopTraining: an evaluator cannot call SageMaker. It writes a stop request,
-  `<rule-output>/actions/stop-training.json` (`StopRequest`); the launcher polls for it and stops
+  `<rule-output>/actions/stop-training.json` (`StopTrainingRequest`); the launcher polls for it and stops
   the training job when the job's name STARTS WITH `training_job_prefix` (SageMaker's
   `StopTraining(training_job_prefix)`: "the prefix of the training job to stop"; the SDK fills in
   the job's own name when none is given, and so do we).
@@ -37,7 +37,7 @@ EMAIL = "email"
 SMS = "sms"
 ACTION_NAMES = (STOP_TRAINING, EMAIL, SMS)
 SNS_TOPIC_NAME = "SMDebugRules"
-STOP_REQUEST_KEY = "actions/stop-training.json"
+STOP_TRAINING_KEY = "actions/stop-training.json"
 RESULTS_KEY = "actions/results.json"
 
 logger = logging.getLogger("sdlocal.evaluator.actions")
@@ -51,8 +51,8 @@ class Action:
 
 
 @dataclass(frozen=True)
-class StopRequest:
-    """The object an evaluator writes at `STOP_REQUEST_KEY` for the launcher."""
+class StopTrainingRequest:
+    """The object an evaluator writes at `STOP_TRAINING_KEY` for the launcher."""
 
     rule_configuration_name: str
     job_name: str
@@ -69,7 +69,7 @@ class StopRequest:
              "TrainingJobPrefix": self.training_job_prefix, "Step": self.step, "Time": self.time}, indent=1)
 
     @classmethod
-    def from_json(cls, text: str | bytes) -> StopRequest:
+    def from_json(cls, text: str | bytes) -> StopTrainingRequest:
         """Raises ValueError on anything but a stop request object."""
         data = json.loads(text)
         if not isinstance(data, dict) or not isinstance(data.get("TrainingJobPrefix"), str):
@@ -182,8 +182,8 @@ class ActionRunner:
             prefix = action.training_job_prefix or self.job_name
             if self.output is None:
                 return f"not requested: no training job to stop (prefix {prefix!r})"
-            request = StopRequest(self.rule_configuration_name, self.job_name, prefix, step, self._now())
-            self.output.write(STOP_REQUEST_KEY, request.to_json().encode())
+            request = StopTrainingRequest(self.rule_configuration_name, self.job_name, prefix, step, self._now())
+            self.output.write(STOP_TRAINING_KEY, request.to_json().encode())
             return f"stop requested for the training job starting with {prefix!r}"
         return self._notify(action, step, details)
 

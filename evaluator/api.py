@@ -17,19 +17,18 @@ from typing import Any
 
 from sdlocal.evaluator import watchdog
 from sdlocal.evaluator.actions import ActionRunner, merge_actions, parse_actions
-from sdlocal.evaluator.contract import RuleRequest
+from sdlocal.evaluator.contract import PROFILER_OUTPUT, RuleRequest
 from sdlocal.evaluator.errors import ContractError, CustomRuleError, EvaluatorError
 from sdlocal.evaluator.loop import StatusCallback, evaluate
 from sdlocal.evaluator.profiler_trial import ProfilerTrial
 from sdlocal.evaluator.registry import get_rule_class, instantiate_rule, load_custom_rule, rule_kind
 from sdlocal.evaluator.report_files import ReportSink
-from sdlocal.evaluator.rule import PROFILER, Rule
-from sdlocal.evaluator.status import RuleStatus, Status, client_error_details, fake_job_arn
+from sdlocal.evaluator.rule import Rule, RuleKind
+from sdlocal.evaluator.status import RuleStatus, Status, client_error_details, rule_job_arn
 from sdlocal.trial import create_trial
 from sdlocal.trial.errors import TrialError
 from sdlocal.trial.storage import Storage, open_storage, parse_s3_uri
-
-DEBUG_END_MARKER = "training_job_end.ts"
+from sdlocal.trial.writer import END_MARKER
 
 
 def find_profiler_output(location: str, *, s3_client: Any = None, endpoint_url: str | None = None) -> str:
@@ -121,13 +120,13 @@ def run_rule(
     Profiler rules read `profiler_output` (a location, or a function finding it, called only for
     a profiler rule; None for one is an Error status) and also end at the debug-output's end
     marker (`trial_uri`); their reports go to `report_output` when given."""
-    arn = fake_job_arn(job_name, rule_configuration_name)
+    arn = rule_job_arn(job_name, rule_configuration_name)
     with tempfile.TemporaryDirectory(prefix="sdlocal-rule-") as tmp:
         try:
             request = RuleRequest.from_parameters(rule_parameters, default_rule=None)
             cls = _rule_class(request, Path(tmp), s3_client=s3_client, endpoint_url=endpoint_url)
             trial: Any
-            if rule_kind(cls) == PROFILER:
+            if rule_kind(cls) == RuleKind.PROFILER:
                 trial = _profiler_trial(request.rule_to_invoke, trial_uri, profiler_output,
                                         s3_client=s3_client, endpoint_url=endpoint_url)
                 others = []
@@ -179,18 +178,18 @@ def run_rule(
             end_step=request.end_step,
             assume_ended=assume_ended,
             stop_requested=stop_requested,
-            reports=ReportSink(report_output) if report_output is not None and rule.kind == PROFILER else None,
+            reports=ReportSink(report_output) if report_output is not None and rule.kind == RuleKind.PROFILER else None,
         )
 
 
 def _profiler_trial(rule_name: str, trial_uri: str, location: str | Callable[[], str] | None, *,
                     s3_client: Any, endpoint_url: str | None) -> ProfilerTrial:
     if location is None:
-        raise ContractError("SDLOCAL_PROFILER_OUTPUT",
+        raise ContractError(PROFILER_OUTPUT,
                             f"is not set: {rule_name} is a profiler rule and the job has no ProfilerConfig")
     where = location if isinstance(location, str) else location()
     debug = open_storage(trial_uri, client=s3_client, endpoint_url=endpoint_url) if trial_uri else None
-    ended = (lambda: debug.exists(DEBUG_END_MARKER)) if debug is not None else None
+    ended = (lambda: debug.exists(END_MARKER)) if debug is not None else None
     return ProfilerTrial.open(where, s3_client=s3_client, endpoint_url=endpoint_url, ended=ended)
 
 

@@ -18,6 +18,47 @@ RESERVED_PARAMETERS = frozenset(
 )
 _OTHER_TRIAL = re.compile(r"^other_trial_(\d+)$")
 
+# The contract's variables: the one spelling of each, for the launcher that writes them
+# (`contract_environ`) and the evaluator that reads them (`EvaluatorEnv.from_environ`).
+JOB_NAME = "SDLOCAL_JOB_NAME"
+RULE_CONFIGURATION_NAME = "SDLOCAL_RULE_CONFIGURATION_NAME"
+RULE_PARAMETERS = "SDLOCAL_RULE_PARAMETERS"
+DEBUG_OUTPUT = "SDLOCAL_DEBUG_OUTPUT"
+RULE_OUTPUT = "SDLOCAL_RULE_OUTPUT"
+PROFILER_OUTPUT = "SDLOCAL_PROFILER_OUTPUT"
+POLL_INTERVAL_S = "SDLOCAL_POLL_INTERVAL_S"
+DEADLINE_S = "SDLOCAL_DEADLINE_S"
+COLLECTIONS_TIMEOUT_S = "SDLOCAL_COLLECTIONS_TIMEOUT_S"
+RULE_TIMEOUT_S = "SDLOCAL_RULE_TIMEOUT_S"
+
+
+def contract_environ(
+    *,
+    job_name: str,
+    rule_configuration_name: str,
+    rule_parameters: Mapping[str, str],
+    debug_output: str,
+    rule_output: str,
+    profiler_output: str | None = None,
+    poll_interval_s: float | None = None,
+    deadline_s: float | None = None,
+    collections_timeout_s: float | None = None,
+    rule_timeout_s: float | None = None,
+) -> dict[str, str]:
+    """The environment of one evaluator (what `EvaluatorEnv.from_environ` reads back); a value left
+    None is not set, so the evaluator's default applies."""
+    env = {
+        JOB_NAME: job_name,
+        RULE_CONFIGURATION_NAME: rule_configuration_name,
+        RULE_PARAMETERS: json.dumps(dict(rule_parameters)),
+        DEBUG_OUTPUT: debug_output,
+        RULE_OUTPUT: rule_output,
+    }
+    optional = {PROFILER_OUTPUT: profiler_output, POLL_INTERVAL_S: poll_interval_s, DEADLINE_S: deadline_s,
+                COLLECTIONS_TIMEOUT_S: collections_timeout_s, RULE_TIMEOUT_S: rule_timeout_s}
+    env.update({k: str(v) for k, v in optional.items() if v is not None})
+    return env
+
 
 def _float_var(environ: Mapping[str, str], name: str, default: float) -> float:
     raw = environ.get(name, "").strip()
@@ -58,30 +99,30 @@ class EvaluatorEnv:
                 raise ContractError(name, "is not set")
             return value
 
-        raw_params = required("SDLOCAL_RULE_PARAMETERS")
+        raw_params = required(RULE_PARAMETERS)
         try:
             params = json.loads(raw_params)
         except json.JSONDecodeError as exc:
-            raise ContractError("SDLOCAL_RULE_PARAMETERS", f"not JSON ({exc})") from None
+            raise ContractError(RULE_PARAMETERS, f"not JSON ({exc})") from None
         if not isinstance(params, dict):
-            raise ContractError("SDLOCAL_RULE_PARAMETERS", "expected a JSON object of strings")
+            raise ContractError(RULE_PARAMETERS, "expected a JSON object of strings")
         for key, value in params.items():
             if not isinstance(value, str):
-                raise ContractError("SDLOCAL_RULE_PARAMETERS", f"value of {key!r} is not a string")
+                raise ContractError(RULE_PARAMETERS, f"value of {key!r} is not a string")
         return cls(
-            job_name=required("SDLOCAL_JOB_NAME"),
-            rule_configuration_name=required("SDLOCAL_RULE_CONFIGURATION_NAME"),
+            job_name=required(JOB_NAME),
+            rule_configuration_name=required(RULE_CONFIGURATION_NAME),
             rule_parameters=dict(params),
-            debug_output=required("SDLOCAL_DEBUG_OUTPUT"),
-            rule_output=required("SDLOCAL_RULE_OUTPUT"),
-            profiler_output=env.get("SDLOCAL_PROFILER_OUTPUT") or None,
+            debug_output=required(DEBUG_OUTPUT),
+            rule_output=required(RULE_OUTPUT),
+            profiler_output=env.get(PROFILER_OUTPUT) or None,
             endpoint_url=env.get("AWS_ENDPOINT_URL_S3") or None,
             sns_endpoint_url=env.get("AWS_ENDPOINT_URL_SNS") or env.get("AWS_ENDPOINT_URL_S3") or None,
             region=env.get("AWS_DEFAULT_REGION") or env.get("AWS_REGION") or None,
-            poll_interval_s=_float_var(env, "SDLOCAL_POLL_INTERVAL_S", 2.0),
-            deadline_s=_float_var(env, "SDLOCAL_DEADLINE_S", 86400.0),
-            collections_timeout_s=_float_var(env, "SDLOCAL_COLLECTIONS_TIMEOUT_S", 600.0),
-            rule_timeout_s=_float_var(env, "SDLOCAL_RULE_TIMEOUT_S", DEFAULT_RULE_TIMEOUT_S),
+            poll_interval_s=_float_var(env, POLL_INTERVAL_S, 2.0),
+            deadline_s=_float_var(env, DEADLINE_S, 86400.0),
+            collections_timeout_s=_float_var(env, COLLECTIONS_TIMEOUT_S, 600.0),
+            rule_timeout_s=_float_var(env, RULE_TIMEOUT_S, DEFAULT_RULE_TIMEOUT_S),
         )
 
 
@@ -101,7 +142,7 @@ class RuleRequest:
     def from_parameters(cls, params: Mapping[str, str], *, default_rule: str | None = None) -> RuleRequest:
         rule = (params.get("rule_to_invoke") or default_rule or "").strip()
         if not rule:
-            raise ContractError("SDLOCAL_RULE_PARAMETERS", "has no rule_to_invoke")
+            raise ContractError(RULE_PARAMETERS, "has no rule_to_invoke")
         others: list[tuple[int, str]] = []
         kwargs: dict[str, str] = {}
         for key, value in params.items():

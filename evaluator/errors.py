@@ -2,8 +2,10 @@
 and the entry point, or to a one-line CLI error by the launcher."""
 from __future__ import annotations
 
+from sdlocal.trial.errors import OneLineError
 
-class EvaluatorError(Exception):
+
+class EvaluatorError(OneLineError):
     """Base of every error raised by the evaluator package."""
 
 
@@ -34,6 +36,10 @@ class UnknownRuleError(EvaluatorError):
 
 class CustomRuleError(EvaluatorError):
     """A custom rule file cannot be loaded (syntax error, import error, missing class, download)."""
+
+
+class CorruptStatusError(EvaluatorError, ValueError):
+    """A `status.json` that is not a rule status (torn, foreign, or not JSON); names the file."""
 
 
 class ContractError(EvaluatorError):

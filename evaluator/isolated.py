@@ -19,7 +19,7 @@ from pathlib import Path
 from typing import Any
 
 from sdlocal.evaluator.api import evaluate_trial
-from sdlocal.evaluator.status import RuleStatus, Status, client_error_details, fake_job_arn
+from sdlocal.evaluator.status import RuleStatus, Status, client_error_details, rule_job_arn
 from sdlocal.evaluator.watchdog import RuleWatchdog, exit_after_status, install
 
 _OK = (Status.ISSUES_FOUND, Status.NO_ISSUES_FOUND)
@@ -42,7 +42,7 @@ def main(argv: list[str]) -> int:
         print(f"evaluator: usage: python -m sdlocal.evaluator.isolated REQUEST.json STATUS.json ({exc})", file=sys.stderr)
         return 2
     name = request.get("rule_configuration_name") or request["rule_name"]
-    arn = fake_job_arn(request.get("job_name", "local"), name)
+    arn = rule_job_arn(request.get("job_name", "local"), name)
     writing = threading.Lock()
 
     def on_status(status: RuleStatus) -> None:

@@ -299,7 +299,7 @@ def evaluate(
     tensors) is "not evaluated", not an error. A rule's `invoke_at_end()` (if any) runs once
     before the final status (module docstring).
 
-    Profiler rules (`rule.kind == "profiler"`; `trial` is then an
+    Profiler rules (`rule.kind` RuleKind.PROFILER; `trial` is then an
     `sdlocal.evaluator.profiler_trial.ProfilerTrial`): consecutive windows of time (evaluator/windows.py);
     `reports` (an `sdlocal.evaluator.report_files.ReportSink`, optional) receives the rule's JSON reports
     while it runs and once more at the end.

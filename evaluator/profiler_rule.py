@@ -41,7 +41,7 @@ from typing import Any, ClassVar
 
 from sdlocal.evaluator.params import parse_int
 from sdlocal.evaluator.profiler_trial import STREAMS, ProfilerTrial
-from sdlocal.evaluator.rule import PROFILER, Rule, Verdict
+from sdlocal.evaluator.rule import Rule, RuleKind, Verdict
 
 # SageMaker's default scan interval (smdebug_rulesconfig's `scan_interval_us`): the longest window.
 DEFAULT_SCAN_INTERVAL_US = 60_000_000
@@ -59,7 +59,7 @@ def combine(verdicts: Iterable[Verdict]) -> Verdict:
 
 
 class ProfilerRule(Rule):
-    kind: ClassVar[str] = PROFILER
+    kind: ClassVar[RuleKind] = RuleKind.PROFILER
     streams: ClassVar[frozenset[str]] = STREAMS
 
     def __init__(self, base_trial: Any, scan_interval_us: object = DEFAULT_SCAN_INTERVAL_US,

@@ -23,7 +23,7 @@ from typing import Any
 
 from sdlocal.evaluator.errors import CustomRuleError, RuleParameterError, UnknownRuleError
 from sdlocal.evaluator.profiler_rules import builtin_profiler_rule_classes
-from sdlocal.evaluator.rule import PROFILER, TENSOR, DefaultCollection, Rule
+from sdlocal.evaluator.rule import DefaultCollection, Rule, RuleKind
 from sdlocal.evaluator.rules import builtin_rule_classes
 from sdlocal.trial.errors import TrialError
 from sdlocal.trial.smdebug_shim import use_sdlocal_smdebug
@@ -46,14 +46,14 @@ class RuleInfo:
     group: str
     parameters: tuple[tuple[str, str], ...]  # (name, default as a string; "" when required)
     description: str
-    kind: str = TENSOR  # "tensor" | "profiler"
+    kind: RuleKind = RuleKind.DEBUGGER
     default_collections: tuple[DefaultCollection, ...] = ()
 
 
-def rule_kind(rule: str | type[Rule]) -> str:
-    """"tensor" or "profiler": a rule class's kind, or a built-in rule's by name (UnknownRuleError)."""
+def rule_kind(rule: str | type[Rule]) -> RuleKind:
+    """A rule class's kind, or a built-in rule's by name (UnknownRuleError)."""
     cls = get_rule_class(rule) if isinstance(rule, str) else rule
-    return PROFILER if getattr(cls, "kind", TENSOR) == PROFILER else TENSOR
+    return RuleKind.PROFILER if getattr(cls, "kind", RuleKind.DEBUGGER) == RuleKind.PROFILER else RuleKind.DEBUGGER
 
 
 def default_collections(rule_to_invoke: str) -> tuple[DefaultCollection, ...]:

@@ -41,12 +41,20 @@ MISSING_DATA_ERRORS: tuple[type[Exception], ...] = (
 )
 
 __all__ = ["MISSING_DATA_ERRORS", "DefaultCollection", "RequiredTensors", "RequiredTensorsForTrial", "Rule",
-           "RuleEvaluationConditionMet", "TENSOR", "PROFILER", "Verdict", "as_verdict"]
+           "RuleEvaluationConditionMet", "RuleKind", "Verdict", "as_verdict"]
 
-# A rule's kind: what its evaluator iterates. Tensor rules judge the steps of the debug-output
-# trial; profiler rules judge windows of time of the profiler-output (evaluator/profiler_rule.py).
-TENSOR = "tensor"
-PROFILER = "profiler"
+
+class RuleKind(str, enum.Enum):
+    """A rule's kind, in SageMaker's words: which list of the request names it and what its
+    evaluator iterates. Debugger rules (DebugRuleConfigurations) judge the steps of the
+    debug-output trial; profiler rules (ProfilerRuleConfigurations) judge windows of time of the
+    profiler-output (evaluator/profiler_rule.py)."""
+
+    DEBUGGER = "debugger"
+    PROFILER = "profiler"
+
+    def __str__(self) -> str:
+        return self.value
 
 
 @dataclass(frozen=True)
@@ -187,7 +195,7 @@ class Rule:
     `super().__init__(base_trial)`. `action_str` is kept (`self.action_str`); the evaluator runs
     its actions the first time the rule fires (evaluator/actions.py), not the rule.
 
-    Metadata the registry and the launcher read from the class: `kind` (TENSOR here; PROFILER for
+    Metadata the registry and the launcher read from the class: `kind` (RuleKind.DEBUGGER here; PROFILER for
     `sdlocal.evaluator.profiler_rule.ProfilerRule`), `default_collections` (what the hook must save for a
     built-in rule: smdebug_rulesconfig's ruleConfigs.json entries first, then the collections the
     rule reads that ruleConfigs.json leaves out) and, for built-ins, `group` (rules.md's groups).
@@ -195,7 +203,7 @@ class Rule:
 
     # the collections the request named (evaluator.registry sets it): see evaluator/loop.py
     requested_collections: tuple[str, ...] = ()
-    kind: ClassVar[str] = TENSOR
+    kind: ClassVar[RuleKind] = RuleKind.DEBUGGER
     default_collections: ClassVar[tuple[DefaultCollection, ...]] = ()
 
     def __init__(self, base_trial: Any, action_str: str = "", other_trials: Sequence[Any] | None = None) -> None:

@@ -6,16 +6,21 @@ import datetime as _dt
 import enum
 import hashlib
 import json
+import os
 import re
 from dataclasses import dataclass, replace
 from typing import Any
 
+from sdlocal.evaluator.errors import CorruptStatusError
+from sdlocal.trial.errors import one_line
 from sdlocal.trial.storage import Storage
 
 STATUS_KEY = "status.json"
 MAX_DETAILS = 1024
-FAKE_REGION = "us-east-1"
-FAKE_ACCOUNT = "123456789012"
+# The account of every ARN sdlocal shows: moto's default, so that the ARNs the SDK sees from
+# `sdlocal serve` and those of moto's own resources agree.
+ACCOUNT = "123456789012"
+DEFAULT_REGION = "us-east-1"
 
 
 class Status(str, enum.Enum):
@@ -43,9 +48,17 @@ def client_error_details(message: str) -> str:
     return message if message.startswith("ClientError: ") else f"ClientError: {message}"
 
 
-def fake_job_arn(job_name: str, rule_configuration_name: str) -> str:
-    """A processing-job ARN in SageMaker's shape, stable for a (job, rule) pair:
-    `arn:aws:sagemaker:us-east-1:123456789012:processing-job/<job>-<rule>-<8 hex>` (name ≤ 63)."""
+def arn(resource: str, name: str, region: str | None = None) -> str:
+    """`arn:aws:sagemaker:<region>:<account>:<resource>/<name>`: every ARN sdlocal shows goes
+    through here (training jobs, rule evaluations). `region`: default AWS_DEFAULT_REGION, else
+    AWS_REGION, else us-east-1."""
+    region = region or os.environ.get("AWS_DEFAULT_REGION") or os.environ.get("AWS_REGION") or DEFAULT_REGION
+    return f"arn:aws:sagemaker:{region}:{ACCOUNT}:{resource}/{name}"
+
+
+def rule_job_arn(job_name: str, rule_configuration_name: str, region: str | None = None) -> str:
+    """A rule evaluation's ARN (a processing job on SageMaker), stable for a (job, rule) pair:
+    `...:processing-job/<job>-<rule>-<8 hex>` (name ≤ 63)."""
 
     def clean(text: str, limit: int) -> str:
         text = re.sub(r"[^a-z0-9-]+", "-", text.lower()).strip("-")
@@ -53,7 +66,7 @@ def fake_job_arn(job_name: str, rule_configuration_name: str) -> str:
 
     digest = hashlib.sha1(f"{job_name}/{rule_configuration_name}".encode()).hexdigest()[:8]
     name = f"{clean(job_name, 26)}-{clean(rule_configuration_name, 26)}-{digest}"
-    return f"arn:aws:sagemaker:{FAKE_REGION}:{FAKE_ACCOUNT}:processing-job/{name}"
+    return arn("processing-job", name, region)
 
 
 def _now() -> _dt.datetime:
@@ -124,7 +137,15 @@ def write_status(storage: Storage, status: RuleStatus) -> None:
 
 
 def read_status(storage: Storage) -> RuleStatus | None:
-    """The status in `status.json`, or None if the evaluator has not written one yet."""
-    if not storage.exists(STATUS_KEY):
+    """The status in the rule-output's `status.json` (None before one was written): the one reader
+    of the file, for the evaluator, the launcher (through its status keepers while a job runs),
+    `sdlocal summary` and `sdlocal serve`. A file that is not a status raises CorruptStatusError
+    naming it."""
+    try:
+        body = storage.read(STATUS_KEY)
+    except FileNotFoundError:
         return None
-    return RuleStatus.from_json(storage.read(STATUS_KEY))
+    try:
+        return RuleStatus.from_json(body)
+    except (ValueError, KeyError, TypeError, AttributeError) as e:  # not JSON or not a status object
+        raise CorruptStatusError(f"{storage.uri}/{STATUS_KEY}: corrupt rule status ({one_line(e)})") from None

@@ -1,8 +1,10 @@
 """The hook package's errors: one base, converted to a one-line CLI error by the launcher."""
 from __future__ import annotations
 
+from sdlocal.trial.errors import OneLineError
 
-class HookError(Exception):
+
+class HookError(OneLineError):
     """Base of every error the training-side hook raises."""
 
 

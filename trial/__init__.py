@@ -19,9 +19,10 @@ from sdlocal.trial.refresh import no_refresh
 from sdlocal.trial.steps import StepState
 from sdlocal.trial.tensor import Tensor
 from sdlocal.trial.trial import Trial, create_trial
-from sdlocal.trial.writer import TrialWriter
+from sdlocal.trial.writer import END_MARKER, TrialWriter
 
 __all__ = [
+    "END_MARKER",
     "create_trial",
     "no_refresh",
     "Collection",

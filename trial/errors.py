@@ -15,7 +15,27 @@ def mode_name(mode: object) -> str:
     return str(mode).rsplit(".", 1)[-1]
 
 
-class TrialError(Exception):
+def one_line(error: BaseException, limit: int | None = None) -> str:
+    """An error as one line: its message with every run of whitespace (line breaks too) made one
+    space, cut at `limit` characters; its type's name when it has no message. Every layer of
+    sdlocal shows errors through this (CLI lines, statuses, warnings)."""
+    text = " ".join(str(error).split())
+    if limit is not None and len(text) > limit:
+        text = text[: limit - 3] + "..."
+    return text or type(error).__name__
+
+
+class OneLineError(Exception):
+    """The base of sdlocal's error hierarchies (trial, hook, evaluator, launcher): prints itself as
+    one line naming its culprit, so whoever shows it (the CLI, a status, a log) shows it as is."""
+
+    exit_code = 1  # the CLI's exit status for it
+
+    def __str__(self) -> str:
+        return " ".join(super().__str__().split())
+
+
+class TrialError(OneLineError):
     """Base of every error raised by the trial package (smdebug's `SMDebugError`)."""
 
 

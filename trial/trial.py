@@ -33,8 +33,8 @@ from sdlocal.trial.mutable_collection import MutableCollection
 from sdlocal.trial.steps import StepState, step_state, wait_for_steps, within_wait_window
 from sdlocal.trial.storage import Storage, open_storage
 from sdlocal.trial.tensor import Tensor
+from sdlocal.trial.writer import END_MARKER
 
-END_MARKER = "training_job_end.ts"
 INDEX_PREFIX = "index/"
 COLLECTIONS_PREFIX = "collections/"
 # wait_for_steps' deadline when none is given: smdebug waits forever for a live job; a day bounds it.

@@ -11,6 +11,8 @@ from sdlocal.trial.modes import ModeKeys, to_mode
 from sdlocal.trial.proto import encode_event_parts
 from sdlocal.trial.tfrecord import FOOTER, encode_header
 
+# the end marker: written when training ended (the platform writes it after the final upload, also
+# when training failed); the one spelling of the name for every layer (trial, evaluator, launcher)
 END_MARKER = "training_job_end.ts"
 
 

@@ -8,6 +8,7 @@ import os
 from collections.abc import Callable, Mapping
 from typing import Any
 
+from sdlocal.evaluator.contract import JOB_NAME
 from sdlocal.evaluator.errors import EvaluatorError, RuleParameterError
 from sdlocal.evaluator.profiler_rule import DEFAULT_SCAN_INTERVAL_US, ProfilerRule, combine
 from sdlocal.evaluator.profiler_rules.batch_size import BatchSize
@@ -172,7 +173,7 @@ class ProfilerReport(ProfilerRule):
                 log.info("profiler-report.html is not written: no HTML renderer (%s.%s) in this version",
                          RENDERER_MODULE, RENDERER_FUNCTION)
             return None
-        job = os.environ.get("SDLOCAL_JOB_NAME") or self.trial.name
+        job = os.environ.get(JOB_NAME) or self.trial.name
         data = build(self.trial.reader, {name: jsonable(report) for name, report in self.report_files().items()},
                      job_name=job)
         return lambda: str(render(data))

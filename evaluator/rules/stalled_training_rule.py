@@ -5,11 +5,12 @@ import json
 import os
 from typing import Any
 
+from sdlocal.evaluator.contract import JOB_NAME
 from sdlocal.evaluator.errors import RuleParameterError
 from sdlocal.evaluator.params import is_none, parse_bool, parse_float
 from sdlocal.evaluator.rule import Rule, Verdict
 
-JOB_NAME_ENV = "SDLOCAL_JOB_NAME"
+JOB_NAME_ENV = JOB_NAME  # evaluator/contract.py
 
 
 class StalledTrainingRule(Rule):

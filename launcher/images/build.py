@@ -22,6 +22,7 @@ from pathlib import Path
 from typing import Any
 
 from sdlocal.launcher.errors import LauncherError
+from sdlocal.launcher.settings import LABEL_IMAGE
 
 TRAINING_REPOSITORY = "sdlocal-training"
 EVALUATOR_REPOSITORY = "sdlocal-evaluator"
@@ -29,7 +30,7 @@ DEFAULT_BASE_IMAGE = "python:3.11-slim"
 OFFLINE_BASE_IMAGE = "sdlocal-base:bookworm"
 BUILD_COMMAND = "sdlocal images build"
 OFFLINE_BUILD_COMMAND = "sdlocal images build --offline"
-IMAGE_LABEL = "sdlocal.image"  # value: "training" | "evaluator"; says who owns an image
+IMAGE_LABEL = LABEL_IMAGE  # value: "training" | "evaluator"; says who owns an image
 
 # What each image installs from the wheelhouse. tensorboard is installed without its dependencies:
 # trial/proto.py imports only its protobuf modules (no grpcio, werkzeug, markdown, ...). matplotlib

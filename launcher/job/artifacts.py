@@ -12,9 +12,18 @@ import re
 import shlex
 import tarfile
 import tempfile
+from collections.abc import Callable
 from pathlib import Path
+from typing import TYPE_CHECKING
 
+from sdlocal.trial.errors import one_line
 from sdlocal.trial.storage import Storage
+
+if TYPE_CHECKING:
+    from sdlocal.launcher.job.model import JobResult
+    from sdlocal.launcher.jobdir.folder import JobDir
+    from sdlocal.launcher.runtime import Handle
+    from sdlocal.launcher.spec.model import JobSpec
 
 MAX_FAILURE_REASON = 1024
 _FILE_LINE = re.compile(r'^File "(.+)", line (\d+)')
@@ -73,3 +82,28 @@ def write_success(output_dir: Path) -> None:
     """The toolkit's `/opt/ml/output/success` marker."""
     output_dir.mkdir(parents=True, exist_ok=True)
     (output_dir / "success").touch()
+
+
+def publish_outputs(spec: JobSpec, job_dir: JobDir, training: Handle | None, result: JobResult,
+                    storage: Callable[[str], Storage], echo: Callable[[str], None]) -> tuple[str | None, str | None]:
+    """(FailureReason, model artifacts URI) once the training ended: a failed training gets the
+    first; a completed or stopped one has /opt/ml/model and /opt/ml/output/data published (SageMaker
+    uploads them on stop too). A publication that fails is said, not raised: the rules still need
+    their wait."""
+    if result.training_failed and not result.stopped:
+        env = spec.training_environment()
+        return failure_reason(job_dir.failure_file, result.training_exit_code, spec.entry_point,
+                              env.user_args(), training.last_log_lines(40) if training else []), None
+    if training is None:
+        return None, None
+    if result.training_exit_code == 0:
+        write_success(job_dir.root / "output")
+    try:
+        output = storage(spec.model_output)
+        publish_folder(job_dir.model, output, "model.tar.gz", job_dir.root)
+        publish_folder(job_dir.output_data, output, "output.tar.gz", job_dir.root)
+    except Exception as e:  # noqa: BLE001
+        echo(f"Warning: could not publish the model artifacts to {spec.model_artifacts}: {one_line(e)}")
+        return None, None
+    echo(f"Model artifacts: {spec.model_artifacts}")
+    return None, spec.model_artifacts

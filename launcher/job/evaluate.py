@@ -21,7 +21,7 @@ from collections.abc import Callable, Mapping
 from pathlib import Path
 from typing import Any
 
-from sdlocal.evaluator.status import RuleStatus, Status, client_error_details, fake_job_arn
+from sdlocal.evaluator.status import RuleStatus, Status, client_error_details, rule_job_arn
 from sdlocal.evaluator.watchdog import PREFIX
 from sdlocal.launcher.job.evaluator_logs import LogFollower, death_details, is_meaningful, tail_lines
 from sdlocal.launcher.runtime.process import start_process
@@ -96,4 +96,4 @@ def _uses_s3(trial: str, extra: Mapping[str, Any] | None) -> bool:
 
 
 def _status(rule_name: str, status: Status, details: str) -> dict[str, Any]:
-    return RuleStatus(rule_name, status, details, job_arn=fake_job_arn("local", rule_name)).to_dict()
+    return RuleStatus(rule_name, status, details, job_arn=rule_job_arn("local", rule_name)).to_dict()

@@ -14,12 +14,12 @@ from __future__ import annotations
 from collections.abc import Callable
 from dataclasses import dataclass, field
 
+from sdlocal.evaluator.errors import CorruptStatusError
+from sdlocal.evaluator.status import RuleStatus, Status, read_status, rule_job_arn, write_status
 from sdlocal.launcher.job.evaluator_logs import LogFollower, death_details, summary_of_death, tail_lines
 from sdlocal.launcher.runtime import Handle, RuleLaunch, Runtime
 from sdlocal.launcher.spec.model import RuleSpec
 from sdlocal.trial.storage import Storage
-
-FINAL = ("IssuesFound", "NoIssuesFound", "Error", "Stopped")
 
 
 @dataclass
@@ -102,20 +102,16 @@ class Evaluators:
             e.settled = True
 
     def _write(self, e: Evaluator, status: str, details: str) -> None:
-        from sdlocal.evaluator.status import RuleStatus, Status, fake_job_arn, write_status
-
         write_status(e.output, RuleStatus(e.rule.name, Status(status), details,
-                                          job_arn=fake_job_arn(self.job_name, e.rule.name)))
+                                          job_arn=rule_job_arn(self.job_name, e.rule.name)))
 
 
 def has_final_status(output: Storage) -> bool:
-    from sdlocal.launcher.statuses.summary import read_status
-
     try:
         current = read_status(output)
-    except ValueError:  # a torn or foreign status.json: not a final status
+    except CorruptStatusError:  # a torn or foreign status.json: not a final status
         return False
-    return current is not None and current.get("RuleEvaluationStatus") in FINAL
+    return current is not None and current.status.is_final
 
 
 def profiler_rule_runs(rule: RuleSpec) -> bool:

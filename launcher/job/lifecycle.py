@@ -15,7 +15,7 @@ It owns every part a job starts and their cleanup, in one place:
               which they would read as the end), final upload, then the end markers
               (debug-output, and profiler-output's system/ and framework/)
     publish   model and output data (or the FailureReason), job.json updated
-    rules     wait for the evaluators (RunOptions.rule_timeout_s); Error for those without a status
+    rules     wait for the evaluators (RunOptions.rule_finish_timeout_s); Error for those without a status
     close     ALWAYS: evaluators still running stopped with a status, the runtime closed
 
 Every wait goes through launcher/wait.py with a deadline; S3 is reached through trial's Storage
@@ -31,10 +31,10 @@ from datetime import datetime, timezone
 from pathlib import Path
 from typing import Any
 
-from sdlocal.evaluator.actions import StopRequest
-from sdlocal.launcher.errors import JobError
-from sdlocal.launcher.job.artifacts import failure_reason, publish_folder, write_success
+from sdlocal.evaluator.actions import StopTrainingRequest
+from sdlocal.launcher.job.artifacts import publish_outputs
 from sdlocal.launcher.job.evaluators import Evaluators, profiler_rule_runs
+from sdlocal.launcher.job.launches import check_container_settings, rule_launch, training_launch
 from sdlocal.launcher.job.model import (
     DEFAULT_OPTIONS,
     MAX_RUNTIME_EXCEEDED,
@@ -44,33 +44,27 @@ from sdlocal.launcher.job.model import (
 )
 from sdlocal.launcher.job.prepare import claim_job_name, stage_inputs
 from sdlocal.launcher.job.steps_to_judge import few_steps_warnings
-from sdlocal.launcher.job.stop_training import StopRequestWatcher
-from sdlocal.launcher.jobdir.folder import (
-    END_MARKER,
-    JobDir,
-    Uploader,
-    UploadTarget,
-    update_record,
-    write_configs,
-)
-from sdlocal.launcher.runtime import DataInput, Handle, RuleLaunch, Runtime, TrainingLaunch
-from sdlocal.launcher.s3.endpoint import EmbeddedS3, EmbeddedWatchdog, S3Endpoint, sdlocal_home
+from sdlocal.launcher.job.stop_training import StopTrainingWatcher
+from sdlocal.launcher.jobdir.configs import update_record, write_configs
+from sdlocal.launcher.jobdir.folder import JobDir
+from sdlocal.launcher.runtime import DataInput, Handle, Runtime
+from sdlocal.launcher.s3.embedded import EmbeddedS3, EmbeddedWatchdog
+from sdlocal.launcher.s3.endpoint import S3Endpoint
 from sdlocal.launcher.sampler.sampler import (
-    LIVE_CLOSE_INTERVAL_S,
-    CollectorUnavailable,
     SystemSampler,
     make_sampler,
+    start_sampler,
 )
+from sdlocal.launcher.settings import sdlocal_home
 from sdlocal.launcher.spec.model import JobSpec, RuleSpec
 from sdlocal.launcher.statuses.keeper import KeptStatus
 from sdlocal.launcher.statuses.summary import RuleRef, rule_job_summary
+from sdlocal.launcher.upload.uploader import Uploader, UploadTarget
 from sdlocal.launcher.wait import Deadline, wait_for
-from sdlocal.trial.errors import StorageError
+from sdlocal.trial.errors import StorageError, one_line
+from sdlocal.trial.profiler.names import FRAMEWORK_END_MARKER, SYSTEM_END_MARKER
 from sdlocal.trial.storage import Retry, S3Storage, Storage, add_outage_listener, open_storage
-
-
-def _one_line(e: BaseException) -> str:
-    return " ".join(str(e).split()) or type(e).__name__
+from sdlocal.trial.writer import END_MARKER
 
 
 def run_all(*steps: Callable[[], object]) -> None:
@@ -115,19 +109,22 @@ class JobLifecycle:
         # every S3 call rides through outages (trial/storage/_retry.py); Ctrl-C ends a wait for S3;
         # a local endpoint that restarted empty gets its buckets back
         self.retry = Retry(cancel=self.stop, recreate_bucket=endpoint.source != "aws")
-        self.status_keepers: list[KeptStatus] = []  # the rules' statuses, put back if S3 loses them
+        # the rules' statuses, through which the launcher reads and writes them (put back if S3 loses
+        # them): one keeper per started evaluator, polled by the uploader
+        self.status_keepers: list[KeptStatus] = []
+        self._keepers: dict[str, KeptStatus] = {}
         # (SecondaryStatus, StatusMessage) as the job moves on: `sdlocal serve`'s DescribeTrainingJob
         self.on_phase = on_phase or (lambda status, message: None)
         self._runnable = {r.name for r in spec.profiler_rules if runs_profiler_rule(r)}
         self.profiler_rules: tuple[RuleSpec, ...] = ()  # those with an evaluator (set by configure)
-        self.evaluators = Evaluators(runtime, spec.job_name, self._rule_output, stop_grace_s=options.stop_grace_s)
+        self.evaluators = Evaluators(runtime, spec.job_name, self._keeper, stop_grace_s=options.stop_grace_s)
         self.uploader: Uploader | None = None
         self.sampler: SystemSampler | None = None
         self.training: Handle | None = None
         self.upload_errors: list[Exception] = []
         # how the training ended
         self.exit_code: int | None = None
-        self.stopped_by: StopRequest | None = None  # a rule's StopTraining action
+        self.stopped_by: StopTrainingRequest | None = None  # a rule's StopTraining action
         self.max_runtime_exceeded = False
         self.max_runtime_exceeded_at: str | None = None  # when the training was told to stop (ISO 8601)
         self.training_ended = False  # an outcome is known (else: an error cut the run short)
@@ -143,10 +140,17 @@ class JobLifecycle:
     def bucket(self, name: str) -> Storage:
         return S3Storage(name, "", client=self.client, retry=self.retry)
 
-    def _rule_output(self, uri: str) -> Storage:
-        keeper = KeptStatus(self.storage(uri))
-        self.status_keepers.append(keeper)
+    def _keeper(self, uri: str) -> KeptStatus:
+        keeper = self._keepers.get(uri)
+        if keeper is None:
+            keeper = self._keepers[uri] = KeptStatus(self.storage(uri))
+            self.status_keepers.append(keeper)
         return keeper
+
+    def rule_output(self, uri: str) -> Storage:
+        """A rule's output as the launcher reads it: through its status keeper when its evaluator
+        started, else with the retry policy (a profiler rule this run does not evaluate)."""
+        return self._keepers.get(uri) or self.storage(uri)
 
     @property
     def max_runtime_s(self) -> float:
@@ -178,7 +182,7 @@ class JobLifecycle:
             remove_listener()
 
     def _run(self) -> JobResult:
-        self.check_container_settings()
+        check_container_settings(self.spec, self.runtime.isolates_network, self.echo)
         self.echo(self.endpoint.describe())
         claim_job_name(self.spec, self.job_dir, self.bucket, ensure_buckets=self.endpoint.source != "aws",
                        overwrite=self.options.overwrite)
@@ -205,20 +209,6 @@ class JobLifecycle:
             self.echo(f"Warning: {len(self.upload_errors)} upload attempt(s) failed; last: {self.upload_errors[-1]}")
         return replace(result, statuses=self.statuses(), failure_reason=reason, model_artifacts=artifacts)
 
-    def check_container_settings(self) -> None:
-        """EnableNetworkIsolation honoured (a runtime that can cut the training off the network) or
-        refused; EnableInterContainerTrafficEncryption said to hold trivially (launcher/spec/job_settings.py)."""
-        settings = self.spec.containers
-        if settings.network_isolation and not self.runtime.isolates_network:
-            raise JobError("EnableNetworkIsolation: a training process of this host cannot be cut off the network; "
-                           "run the job with --runtime docker (its training container then has no network)")
-        if settings.network_isolation:
-            self.echo("EnableNetworkIsolation: the training container has no network (the launcher stages the "
-                      "inputs and uploads the outputs)")
-        if settings.traffic_encryption:
-            self.echo("EnableInterContainerTrafficEncryption: sdlocal runs one training container: there is no "
-                      "traffic between training instances to encrypt")
-
     def configure(self) -> None:
         def upload(path: Path, uri: str) -> None:
             bucket, _, key = uri[len("s3://"):].partition("/")
@@ -227,7 +217,7 @@ class JobLifecycle:
         self.spec = self.spec.with_uploaded_rule_code(upload)
         self.profiler_rules = tuple(r for r in self.spec.profiler_rules if r.name in self._runnable)
         unevaluated = [r.name for r in self.spec.profiler_rules if r.name not in self._runnable]
-        write_configs(self.spec, self.job_dir, self.endpoint.url, unevaluated=unevaluated)
+        write_configs(self.spec, self.job_dir, self.endpoint.url, unevaluated, self.endpoint.source)
         stopping = self.spec.stopping
         update_record(self.job_dir, StoppingCondition={
             "MaxRuntimeInSeconds": stopping.max_runtime_s, "MaxWaitTimeInSeconds": stopping.max_wait_s,
@@ -250,37 +240,20 @@ class JobLifecycle:
         self.uploader.start()
         env = tuple(sorted(self.endpoint.child_env().items()))
         for rule in spec.debug_rules + self.profiler_rules:
-            self.evaluators.start(rule, self._rule_launch(rule, env))
-        self.training = self.runtime.start_training(self._training_launch(env, data_inputs))
+            self.evaluators.start(rule, rule_launch(self.spec, rule, self.job_dir, self.options, env))
+        self.training = self.runtime.start_training(training_launch(self.spec, self.job_dir, env, data_inputs))
         self.on_phase("Training", "Training image download completed. Training in progress.")
         self.echo(f"Training job {spec.job_name} started ({len(self.evaluators)} rule evaluator(s)); "
                   f"logs in {self.job_dir.logs}")
         if self.profiling:
-            self._start_sampler(self.training)
-
-    def _start_sampler(self, training: Handle) -> None:
-        assert self.spec.profiler is not None
-        interval_ms = self.spec.profiler.interval_ms
-        pid = training.container_pid()
-        if training.in_container and pid is None:
-            self.echo("System metrics: not sampled (the training container is not running)")
-            return
-        try:
-            # a container gets no GPU from the docker runtime: none of the host's GPUs is its own
-            self.sampler = self.sampler_factory(self.job_dir.profiler, interval_ms, container_pid=pid,
-                                                gpu_indices=() if training.in_container else None,
-                                                close_interval_s=LIVE_CLOSE_INTERVAL_S)
-        except CollectorUnavailable as e:
-            self.echo(f"System metrics: not sampled ({_one_line(e)})")
-            return
-        self.sampler.start()
-        what = "the training container" if training.in_container else "this host"
-        self.echo(f"System metrics of {what} every {interval_ms} ms: {self.spec.profiler_output}/system/")
+            assert self.spec.profiler is not None
+            self.sampler = start_sampler(self.sampler_factory, self.training, self.job_dir.profiler,
+                                         self.spec.profiler.interval_ms, self.spec.profiler_output, self.echo)
 
     def wait_training(self) -> None:
         spec, training, options = self.spec, self.training, self.options
         assert training is not None
-        watcher = StopRequestWatcher(spec.job_name, {r.name: self.storage(r.output) for r in spec.debug_rules},
+        watcher = StopTrainingWatcher(spec.job_name, {r.name: self.storage(r.output) for r in spec.debug_rules},
                                      interval=options.action_poll_interval_s, clock=self.clock,
                                      on_ignored=lambda r: self.echo(_ignored_stop(r, spec.job_name)))
         def ended() -> tuple[str, Any] | None:
@@ -329,8 +302,8 @@ class JobLifecycle:
             return look()
         except StorageError as e:
             if not self._failed_looks:
-                self.echo(f"Warning: S3 did not answer a check ({_one_line(e)}); trying again")
-            self._failed_looks.append(_one_line(e))
+                self.echo(f"Warning: S3 did not answer a check ({one_line(e)}); trying again")
+            self._failed_looks.append(one_line(e))
             return None
 
     def _check_evaluators(self) -> None:
@@ -388,8 +361,8 @@ class JobLifecycle:
             mark(self.storage(self.spec.debug_output), END_MARKER)
             if self.profiler_output_used:
                 profiler = self.storage(self.spec.profiler_output)
-                mark(profiler, f"system/{END_MARKER}")
-                mark(profiler, f"framework/{END_MARKER}")
+                mark(profiler, SYSTEM_END_MARKER)
+                mark(profiler, FRAMEWORK_END_MARKER)
 
         run_all(stop_training, stop_sampler, stop_rules_of_stopped_job, final_upload, end_markers)
 
@@ -406,37 +379,21 @@ class JobLifecycle:
         """(FailureReason, model artifacts URI): a failed training gets the first, a completed or
         stopped one has /opt/ml/model and /opt/ml/output/data published (SageMaker uploads them on
         stop too)."""
-        spec, job_dir, training = self.spec, self.job_dir, self.training
-        reason = artifacts = None
         if not result.training_failed:
             self.on_phase("Uploading", "Uploading generated training model")
-        if result.training_failed and not result.stopped:
-            env = spec.training_environment()
-            reason = failure_reason(job_dir.failure_file, result.training_exit_code, spec.entry_point,
-                                    env.user_args(), training.last_log_lines(40) if training else [])
-        elif training is not None:
-            if result.training_exit_code == 0:
-                write_success(job_dir.root / "output")
-            try:
-                output = self.storage(spec.model_output)
-                publish_folder(job_dir.model, output, "model.tar.gz", job_dir.root)
-                publish_folder(job_dir.output_data, output, "output.tar.gz", job_dir.root)
-                artifacts = spec.model_artifacts
-                self.echo(f"Model artifacts: {artifacts}")
-            except Exception as e:  # noqa: BLE001 - the rules still need their wait; say it and go on
-                self.echo(f"Warning: could not publish the model artifacts to {spec.model_artifacts}: {_one_line(e)}")
+        reason, artifacts = publish_outputs(self.spec, self.job_dir, self.training, result, self.storage, self.echo)
         transitions = None
         if result.secondary_status == MAX_RUNTIME_EXCEEDED:  # DescribeTrainingJob's last transition
             transitions = [{"Status": MAX_RUNTIME_EXCEEDED, "StartTime": self.max_runtime_exceeded_at,
                             "EndTime": _iso_now(), "StatusMessage": MAX_RUNTIME_MESSAGE}]
-        update_record(job_dir, TrainingJobStatus=result.training_status, SecondaryStatus=result.secondary_status,
+        update_record(self.job_dir, TrainingJobStatus=result.training_status, SecondaryStatus=result.secondary_status,
                       SecondaryStatusTransitions=transitions, FailureReason=reason,
                       ModelArtifacts={"S3ModelArtifacts": artifacts} if artifacts else None)
         self.on_phase(result.secondary_status, reason or "")
         return reason, artifacts
 
     def wait_rules(self) -> None:
-        timeout = self.options.rule_timeout_s
+        timeout = self.options.rule_finish_timeout_s
 
         def all_exited() -> bool:
             self._check_evaluators()
@@ -460,7 +417,7 @@ class JobLifecycle:
             if failure is None:
                 self.evaluators.stop("Stopped", "Stopped: the job was stopped")
             else:
-                self.evaluators.stop("Error", f"ClientError: the launcher failed: {_one_line(failure)}")
+                self.evaluators.stop("Error", f"ClientError: the launcher failed: {one_line(failure)}")
 
         def stop_uploader() -> None:
             if self.uploader is not None:
@@ -471,44 +428,20 @@ class JobLifecycle:
         except Exception as e:  # noqa: BLE001
             if failure is None:
                 raise
-            self.echo(f"Warning: cleaning up after the error failed too: {_one_line(e)}")
+            self.echo(f"Warning: cleaning up after the error failed too: {one_line(e)}")
 
     def statuses(self) -> list[dict[str, Any]]:
         started = {r.name for r in self.profiler_rules}
         refs = [RuleRef(r.name, r.output, r.kind) for r in self.spec.debug_rules]
         refs += [RuleRef(r.name, r.output, r.kind, r.name in started) for r in self.spec.profiler_rules]
-        return rule_job_summary(self.client, refs)
+        return rule_job_summary(refs, self.rule_output)
 
-    # -- launches ----------------------------------------------------------------------------------
-    def _training_launch(self, env: tuple[tuple[str, str], ...], data_inputs: tuple[DataInput, ...]) -> TrainingLaunch:
-        spec, job_dir = self.spec, self.job_dir
-        return TrainingLaunch(
-            job_name=spec.job_name, entry_point=spec.entry_point, source_dir=spec.source_dir,
-            hyperparameters=tuple(spec.hyperparameters.items()), config_dir=job_dir.config_dir,
-            model_dir=job_dir.model, log_path=job_dir.logs / "training.log", image=spec.training_image, env=env,
-            training_env=spec.training_environment(), environment=tuple(spec.environment.items()),
-            data_inputs=data_inputs, network_isolation=spec.containers.network_isolation,
-        )
-
-    def _rule_launch(self, rule: RuleSpec, env: tuple[tuple[str, str], ...]) -> RuleLaunch:
-        spec, options = self.spec, self.options
-        if rule.kind == "profiler":
-            profiler_output: str | None = spec.profiler_output
-        else:
-            profiler_output = spec.profiler.profiler_output if spec.profiler else None
-        return RuleLaunch(
-            job_name=spec.job_name, rule_name=rule.name, rule_parameters=tuple(rule.parameters.items()),
-            debug_output=spec.debug_output, rule_output=rule.output, log_path=self.job_dir.rule_log(rule.name),
-            profiler_output=profiler_output, poll_interval_s=options.poll_interval_s,
-            collections_timeout_s=options.collections_timeout_s, image=rule.image, env=env,
-            instance_type=rule.instance_type, rule_timeout_s=options.rule_call_timeout_s,
-        )
 
 
 def _iso_now() -> str:
     return datetime.now(timezone.utc).strftime("%Y-%m-%dT%H:%M:%SZ")
 
 
-def _ignored_stop(request: StopRequest, job_name: str) -> str:
+def _ignored_stop(request: StopTrainingRequest, job_name: str) -> str:
     return (f"Rule {request.rule_configuration_name} requested StopTraining for jobs starting with "
             f"{request.training_job_prefix!r}: not {job_name}, ignored")

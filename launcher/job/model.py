@@ -4,7 +4,7 @@ from __future__ import annotations
 from dataclasses import dataclass
 from typing import Any
 
-from sdlocal.evaluator.actions import StopRequest
+from sdlocal.evaluator.actions import StopTrainingRequest
 from sdlocal.evaluator.watchdog import DEFAULT_RULE_TIMEOUT_S
 
 # SageMaker's words for a training stopped at StoppingCondition.MaxRuntimeInSeconds: TrainingJobStatus
@@ -20,9 +20,10 @@ SIGTERM_GRACE_S = 120.0  # SageMaker: SIGTERM, then 120 s for the algorithm to s
 class RunOptions:
     poll_interval_s: float = 1.0  # evaluators' polling (SDLOCAL_POLL_INTERVAL_S)
     upload_interval_s: float = 1.0
-    rule_timeout_s: float = 600.0  # how long evaluators may run on after training ended (--rule-finish-timeout)
-    # one call of a rule's own code (custom rule import, one step's invoke_at_step): --rule-timeout
-    rule_call_timeout_s: float = DEFAULT_RULE_TIMEOUT_S
+    rule_finish_timeout_s: float = 600.0  # how long evaluators may run on after training ended (--rule-finish-timeout)
+    # the rule timeout: one call of a rule's own code (custom rule import, one step's invoke_at_step),
+    # --rule-timeout, SDLOCAL_RULE_TIMEOUT_S (evaluator/watchdog.py)
+    rule_timeout_s: float = DEFAULT_RULE_TIMEOUT_S
     stop_grace_s: float = 10.0
     action_poll_interval_s: float = 1.0  # how often to look for rules' StopTraining requests
     collections_timeout_s: float | None = None
@@ -43,7 +44,7 @@ class JobResult:
     training_exit_code: int | None
     stopped: bool  # stopped by the user (Ctrl-C, SIGTERM, `stop`)
     statuses: list[dict[str, Any]]
-    stopped_by_rule: StopRequest | None = None  # a rule's StopTraining action stopped training
+    stopped_by_rule: StopTrainingRequest | None = None  # a rule's StopTraining action stopped training
     failure_reason: str | None = None  # SageMaker's FailureReason of a failed training
     model_artifacts: str | None = None  # s3://.../output/model.tar.gz, once published
     max_runtime_exceeded: bool = False  # stopped at its maximum runtime (SageMaker: MaxRuntimeExceeded)

@@ -1,9 +1,10 @@
-"""Controlling a running job from another terminal (`sdlocal stop JOB`).
+"""The running jobs of a SDLOCAL_HOME, and stopping one from another terminal (`sdlocal stop JOB`).
 
-A running `sdlocal run` registers itself in `$SDLOCAL_HOME/running/<job>.json` (pid, job folder)
-and polls `<job folder>/stop-request`; `sdlocal stop` creates that file and waits (deadline) for
-the launcher to end the job as `Stopped`. With no launcher alive, it removes the job's containers
-by label instead.
+Every job that runs (`sdlocal run`, or a CreateTrainingJob of `sdlocal serve`: launcher/job/run.py)
+registers itself in `$SDLOCAL_HOME/running/<job>.json` (the pid of the process that runs it, its
+job folder) and polls `<job folder>/stop-request`; `sdlocal stop` creates that file and waits
+(deadline) for the job to end `Stopped`. With no live process registered for the job, `stop`
+removes the job's leftover containers by label instead: never those of a job that runs.
 """
 from __future__ import annotations
 
@@ -16,7 +17,7 @@ from dataclasses import dataclass
 from pathlib import Path
 
 from sdlocal.launcher.errors import JobError
-from sdlocal.launcher.s3.endpoint import _pid_alive
+from sdlocal.launcher.runtime.process import pid_alive
 from sdlocal.launcher.wait import Deadline, wait_for
 
 STOP_FILE = "stop-request"
@@ -78,7 +79,7 @@ def find_running(home: Path, job_name: str) -> RunningJob | None:
     except (OSError, ValueError, KeyError, TypeError):
         return None
     started = data.get("started")
-    if not _pid_alive(job.pid) or (started is not None and _start_token(job.pid) not in (started, None)):
+    if not pid_alive(job.pid) or (started is not None and _start_token(job.pid) not in (started, None)):
         path.unlink(missing_ok=True)  # a dead launcher, or its pid reused by another process
         return None
     return job
@@ -98,7 +99,7 @@ def wait_ended(home: Path, job: RunningJob, timeout: float, *, clock: Callable[[
                     sleep=sleep).ready
 
 
-class StopWatcher:
+class StopFileWatcher:
     """Sets `event` when `<job_dir>/stop-request` appears (one written before the watch started is
     ignored: it belongs to an earlier run of the same job name). Polls until `close()`."""
 
@@ -110,7 +111,7 @@ class StopWatcher:
         self._closed = threading.Event()
         self._thread = threading.Thread(target=self._run, name="sdlocal-stop-watch", daemon=True)
 
-    def start(self) -> StopWatcher:
+    def start(self) -> StopFileWatcher:
         self._thread.start()
         return self
 

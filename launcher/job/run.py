@@ -1,10 +1,14 @@
-"""Running a job: training and one evaluator per rule at the same time, the uploads, the end
-markers, waiting for the evaluators, statuses for evaluators that could not write their own.
-The run itself is `sdlocal.launcher.job.lifecycle.JobLifecycle`; `run_job` is its one-call form.
+"""Running a job: the one path that `sdlocal run` and `sdlocal serve` share.
 
-Stopping (Ctrl-C, SIGTERM, `stop` event): training and evaluators are stopped (SIGTERM, then
-SIGKILL after the grace period), the end marker is written, rules that had not finished are
-marked `Stopped`; no process is left behind.
+`run_job` registers the job as running (`$SDLOCAL_HOME/running/<job>.json`, launcher/job/registry.py:
+`sdlocal stop`, `logs` and `summary` find a job from either entry point the same way, and `stop`
+never removes the containers of a job that is registered), watches its stop-request file (`sdlocal
+stop`), runs its `JobLifecycle` (claim, stage, start, wait, end, publish, rules: its docstring) and,
+whatever happens, stops watching, closes the runtime and unregisters.
+
+Stopping (Ctrl-C, SIGTERM, `sdlocal stop`, StopTrainingJob: the `stop` event): training and
+evaluators are stopped (SIGTERM, then SIGKILL after the grace period), the end marker is written,
+rules that had not finished are marked `Stopped`; no process is left behind.
 
 A rule's StopTraining action (launcher/job/stop_training.py) stops only the training: the job ends
 `Stopped` (`JobResult.stopped_by_rule`, not a failure), the end marker is written and the rules
@@ -23,13 +27,16 @@ import signal
 import threading
 import time
 from collections.abc import Callable, Iterator
+from pathlib import Path
 from typing import Any
 
 from sdlocal.launcher.job.lifecycle import JobLifecycle
 from sdlocal.launcher.job.model import DEFAULT_OPTIONS, JobResult, RunOptions
+from sdlocal.launcher.job.registry import StopFileWatcher, register, unregister
 from sdlocal.launcher.jobdir.folder import JobDir
 from sdlocal.launcher.runtime import Runtime
 from sdlocal.launcher.s3.endpoint import S3Endpoint
+from sdlocal.launcher.settings import sdlocal_home
 from sdlocal.launcher.spec.model import JobSpec
 
 __all__ = ["JobLifecycle", "JobResult", "RunOptions", "run_job", "stop_on_signals"]
@@ -62,8 +69,25 @@ def run_job(
     stop: threading.Event | None = None,
     client: Any = None,
     clock: Callable[[], float] = time.monotonic,
+    home: Path | None = None,
+    on_lifecycle: Callable[[JobLifecycle], None] | None = None,
     **parts: Any,
 ) -> JobResult:
-    """Run the job to its end (JobLifecycle.run); `parts`: JobLifecycle's other keywords."""
-    return JobLifecycle(spec, job_dir=job_dir, endpoint=endpoint, runtime=runtime, options=options, echo=echo,
-                        stop=stop, client=client, clock=clock, **parts).run()
+    """Run the job to its end, registered in `home` (default $SDLOCAL_HOME) while it runs.
+    `on_lifecycle` is given the lifecycle before it starts (`serve` reads the rules' statuses
+    through it); `parts`: JobLifecycle's other keywords."""
+    home = home or sdlocal_home()
+    stop = stop or threading.Event()
+    lifecycle = JobLifecycle(spec, job_dir=job_dir, endpoint=endpoint, runtime=runtime, options=options, echo=echo,
+                             stop=stop, client=client, clock=clock, **parts)
+    if on_lifecycle is not None:
+        on_lifecycle(lifecycle)
+    watcher = StopFileWatcher(job_dir.root, stop)
+    try:
+        register(home, spec.job_name, job_dir.root)
+        watcher.start()
+        return lifecycle.run()
+    finally:
+        watcher.close()
+        runtime.close()
+        unregister(home, spec.job_name)

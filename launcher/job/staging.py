@@ -21,7 +21,7 @@ from typing import Any
 from sdlocal.launcher.errors import JobError
 from sdlocal.launcher.runtime import DataInput
 from sdlocal.launcher.spec.inputs import Channel
-from sdlocal.trial.errors import StorageError
+from sdlocal.trial.errors import StorageError, one_line
 from sdlocal.trial.storage import S3Storage, Storage
 
 Buckets = Callable[[str], Storage]  # bucket name -> the storage at its root
@@ -37,9 +37,6 @@ def _bucket_key(uri: str) -> tuple[str, str]:
     bucket, _, key = uri[len("s3://"):].partition("/")
     return bucket, key
 
-
-def _one_line(e: Exception) -> str:
-    return " ".join(str(e).split())
 
 
 def stage_channels(s3: Buckets | None, channels: tuple[Channel, ...], input_data: Path, *,
@@ -94,7 +91,7 @@ def _download_prefix(s3: Buckets, channel: Channel, dest: Path, stop: threading.
             storage.read_to_file(key, target)
             count += 1
     except (StorageError, OSError) as e:  # S3 or this disk: name the channel and the URI
-        raise JobError(f"channel {channel.name}: cannot download {channel.source}: {_one_line(e)}") from e
+        raise JobError(f"channel {channel.name}: cannot download {channel.source}: {one_line(e)}") from e
     if count == 0:
         raise JobError(f"channel {channel.name}: no S3 objects found under S3 URL {channel.source}")
     return count
@@ -112,7 +109,7 @@ def fetch_source(s3: Buckets, uri: str, dest: Path) -> None:
         except FileNotFoundError as e:
             raise JobError(f"SourceDir {uri}: no such object in S3") from e
         except StorageError as e:
-            raise JobError(f"SourceDir {uri}: cannot download: {_one_line(e)}") from e
+            raise JobError(f"SourceDir {uri}: cannot download: {one_line(e)}") from e
         _unpack(archive, dest, uri)
     finally:
         archive.unlink(missing_ok=True)
@@ -130,7 +127,7 @@ def _unpack(archive: Path, dest: Path, uri: str) -> None:
                 tar.extractall(dest, members=members)  # noqa: S202 - every member checked above
     except (tarfile.TarError, EOFError, OSError, zlib.error) as e:
         raise JobError(f"SourceDir {uri}: not a readable gzipped tar archive (the SDK's sourcedir.tar.gz): "
-                       f"{_one_line(e)}") from e
+                       f"{one_line(e)}") from e
 
 
 def _check_member(member: tarfile.TarInfo, uri: str) -> None:

@@ -12,11 +12,11 @@ from __future__ import annotations
 import time
 from collections.abc import Callable, Mapping
 
-from sdlocal.evaluator.actions import STOP_REQUEST_KEY, StopRequest
+from sdlocal.evaluator.actions import STOP_TRAINING_KEY, StopTrainingRequest
 from sdlocal.trial.storage import Storage
 
 
-class StopRequestWatcher:
+class StopTrainingWatcher:
     def __init__(
         self,
         job_name: str,
@@ -24,7 +24,7 @@ class StopRequestWatcher:
         *,
         interval: float = 1.0,
         clock: Callable[[], float] = time.monotonic,
-        on_ignored: Callable[[StopRequest], None] | None = None,
+        on_ignored: Callable[[StopTrainingRequest], None] | None = None,
     ) -> None:
         self.job_name = job_name
         self._pending = dict(rule_outputs)
@@ -33,7 +33,7 @@ class StopRequestWatcher:
         self.on_ignored = on_ignored
         self._last: float | None = None
 
-    def poll(self) -> StopRequest | None:
+    def poll(self) -> StopTrainingRequest | None:
         """A stop request for this job, if one arrived since the last look (at most once per interval)."""
         now = self.clock()
         if self._last is not None and now - self._last < self.interval:
@@ -50,12 +50,12 @@ class StopRequestWatcher:
                 self.on_ignored(request)
         return None
 
-    def _read(self, rule_output: Storage) -> StopRequest | None:
+    def _read(self, rule_output: Storage) -> StopTrainingRequest | None:
         try:
-            body = rule_output.read(STOP_REQUEST_KEY)
+            body = rule_output.read(STOP_TRAINING_KEY)
         except FileNotFoundError:
             return None
         try:
-            return StopRequest.from_json(body)
+            return StopTrainingRequest.from_json(body)
         except ValueError:
             return None  # torn or foreign: look again next time

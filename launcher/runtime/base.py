@@ -6,7 +6,6 @@ subprocesses on this host; `DockerRuntime` runs containers (launcher/runtime/doc
 from __future__ import annotations
 
 import abc
-import json
 import signal
 import sys
 from collections.abc import Mapping
@@ -95,22 +94,15 @@ class RuleLaunch:
     rule_timeout_s: float | None = None  # one call of the rule's code (evaluator/watchdog.py)
 
     def to_env(self) -> dict[str, str]:
-        env = {
-            "SDLOCAL_JOB_NAME": self.job_name,
-            "SDLOCAL_RULE_CONFIGURATION_NAME": self.rule_name,
-            "SDLOCAL_RULE_PARAMETERS": json.dumps(dict(self.rule_parameters)),
-            "SDLOCAL_DEBUG_OUTPUT": self.debug_output,
-            "SDLOCAL_RULE_OUTPUT": self.rule_output,
-            "PYTHONUNBUFFERED": "1",
-        }
-        optional = {
-            "SDLOCAL_PROFILER_OUTPUT": self.profiler_output,
-            "SDLOCAL_POLL_INTERVAL_S": self.poll_interval_s,
-            "SDLOCAL_DEADLINE_S": self.deadline_s,
-            "SDLOCAL_COLLECTIONS_TIMEOUT_S": self.collections_timeout_s,
-            "SDLOCAL_RULE_TIMEOUT_S": self.rule_timeout_s,
-        }
-        env.update({k: str(v) for k, v in optional.items() if v is not None})
+        from sdlocal.evaluator.contract import contract_environ
+
+        env = contract_environ(
+            job_name=self.job_name, rule_configuration_name=self.rule_name,
+            rule_parameters=dict(self.rule_parameters), debug_output=self.debug_output,
+            rule_output=self.rule_output, profiler_output=self.profiler_output,
+            poll_interval_s=self.poll_interval_s, deadline_s=self.deadline_s,
+            collections_timeout_s=self.collections_timeout_s, rule_timeout_s=self.rule_timeout_s)
+        env["PYTHONUNBUFFERED"] = "1"
         env.update(dict(self.env))
         return env
 

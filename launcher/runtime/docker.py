@@ -49,6 +49,7 @@ from sdlocal.launcher.runtime.docker_config import (
     unreadable_input,
     write_container_config,
 )
+from sdlocal.launcher.settings import LABEL_JOB, LABEL_ROLE, LABEL_RULE, LABEL_RUN
 
 GATEWAY_ALIAS = "sdlocal-s3"
 _HARDENING: dict[str, Any] = {
@@ -211,7 +212,7 @@ class DockerRuntime(Runtime):
 
     # -- network ---------------------------------------------------------------------------------
     def _labels(self, job: str, role: str, **extra: str) -> dict[str, str]:
-        return {"sdlocal.job": job, "sdlocal.run": self.run_id, "sdlocal.role": role, **extra}
+        return {LABEL_JOB: job, LABEL_RUN: self.run_id, LABEL_ROLE: role, **extra}
 
     def _ensure_network(self, job: str, env: dict[str, str]) -> dict[str, str]:
         """The job network and S3 gateway (first call); returns `env` with the endpoint rewritten."""
@@ -279,7 +280,7 @@ class DockerRuntime(Runtime):
         network = {"network_mode": "none"} if isolated else {"network": self._network.name}
         try:
             container = self.client.containers.create(
-                name=container_name("sdlocal", labels["sdlocal.job"], *name.split(), self.run_id),
+                name=container_name("sdlocal", labels[LABEL_JOB], *name.split(), self.run_id),
                 labels=labels, init=True, **network, **kwargs,
             )
             container.start()
@@ -340,7 +341,7 @@ class DockerRuntime(Runtime):
             "image": image, "environment": {**env, "HOME": "/tmp"}, "user": self._rule_user(image),
             "working_dir": "/tmp", **_HARDENING, **self.rule_limits(launch).to_docker_kwargs(), **override,
         }
-        labels = self._labels(launch.job_name, "rule", **{"sdlocal.rule": launch.rule_name})
+        labels = self._labels(launch.job_name, "rule", **{LABEL_RULE: launch.rule_name})
         return self._run(f"rule {launch.rule_name}", launch.log_path, labels, **kwargs)
 
     def rule_limits(self, launch: RuleLaunch) -> RuleLimits:
@@ -362,7 +363,7 @@ class DockerRuntime(Runtime):
         """Stop and remove this run's containers and network (unless `keep`); stop the host relay."""
         try:
             if not self.keep:
-                remove_run(self.client, {"sdlocal.run": self.run_id})
+                remove_run(self.client, {LABEL_RUN: self.run_id})
         finally:  # an engine that stopped answering must not leave the relay or the wait threads
             for handle in self.handles:
                 handle.release()

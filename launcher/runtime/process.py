@@ -15,6 +15,8 @@ from typing import Any
 from sdlocal.launcher.errors import RuntimeLaunchError
 from sdlocal.launcher.jobdir.training_env import count_gpus
 from sdlocal.launcher.runtime.base import Handle, RuleLaunch, Runtime, TrainingLaunch
+from sdlocal.launcher.settings import LABEL_JOB, LABEL_ROLE, LABEL_RULE
+from sdlocal.launcher.wait import Deadline, wait_for
 from sdlocal.trial.smdebug_shim import compat_dir
 
 
@@ -69,11 +71,11 @@ class ProcessRuntime(Runtime):
             self.num_gpus = count_gpus()
         return self._start(f"training {launch.job_name}", launch.log_path,
                            launch.to_process_kwargs(self.python, num_gpus=self.num_gpus),
-                           {"sdlocal.job": launch.job_name, "sdlocal.role": "training"})
+                           {LABEL_JOB: launch.job_name, LABEL_ROLE: "training"})
 
     def start_rule(self, launch: RuleLaunch) -> ProcessHandle:
         return self._start(f"rule {launch.rule_name}", launch.log_path, launch.to_process_kwargs(self.python),
-                           {"sdlocal.job": launch.job_name, "sdlocal.role": "rule", "sdlocal.rule": launch.rule_name})
+                           {LABEL_JOB: launch.job_name, LABEL_ROLE: "rule", LABEL_RULE: launch.rule_name})
 
     def _start(self, name: str, log_path: Path, kwargs: dict[str, Any], labels: dict[str, str]) -> ProcessHandle:
         return start_process(name, log_path, kwargs["args"], cwd=kwargs["cwd"],
@@ -101,7 +103,6 @@ def start_process(name: str, log_path: Path, args: list[str], *, cwd: str, env: 
 
 def wait_all(handles: list[Handle], timeout: float, *, clock: Any = time.monotonic, interval: float = 0.2) -> bool:
     """Wait until every handle exited or the deadline passed; True if all exited."""
-    from sdlocal.launcher.wait import Deadline, wait_for
 
     def pause(seconds: float) -> None:
         running = [h for h in handles if h.poll() is None]
@@ -110,3 +111,13 @@ def wait_all(handles: list[Handle], timeout: float, *, clock: Any = time.monoton
 
     return wait_for(lambda: all(h.poll() is not None for h in handles), Deadline.after(timeout, clock),
                     interval=interval, pause=pause).ready
+
+
+def pid_alive(pid: int) -> bool:
+    try:
+        os.kill(pid, 0)
+    except ProcessLookupError:
+        return False
+    except PermissionError:
+        return True
+    return True

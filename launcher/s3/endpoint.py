@@ -1,54 +1,55 @@
-"""Which S3 to talk to, and the embedded S3 server's lifecycle.
+"""Which S3 a command talks to: chosen before anything starts, and said.
 
-Endpoint resolution, first match wins:
-1. `--s3-endpoint-url` (flag), 2. `AWS_ENDPOINT_URL_S3` (env), then `AWS_ENDPOINT_URL` (every
-service's endpoint, as LocalStack's docs set it; botocore itself honours it), 3. AWS credentials
-present (env keys, a profile, `~/.aws/credentials` or `~/.aws/config`): real S3, said out loud,
-4. the embedded S3: a moto server started detached on a loopback port on first use; its port and
-pid are kept in `$SDLOCAL_HOME/s3.json` (default `~/.sdlocal`) and reused by later commands after
-checking that it answers; `sdlocal s3 stop` stops it. Dummy credentials. Its buckets and objects
-are kept in `$SDLOCAL_HOME/s3-data/` (launcher/s3/store.py) and loaded back when it starts again,
-on the port it had (`s3.port`) when that is free, so that running evaluators find it where it
-was; a job using it starts it again when it stops answering (`EmbeddedWatchdog`).
+First match wins:
+1. `--s3-endpoint-url URL`;
+2. `--s3 embedded|aws` (or `SDLOCAL_S3`): `aws` is Amazon S3 with your AWS credentials (and the
+   endpoint your AWS settings name, as boto3 picks it), the only way sdlocal reaches a cloud
+   account; `embedded` is the embedded S3 whatever the environment says;
+3. `AWS_ENDPOINT_URL_S3`, then `AWS_ENDPOINT_URL` (every service's endpoint, as LocalStack's docs
+   set it): an endpoint named in the environment;
+4. the embedded S3 (launcher/s3/embedded.py), with dummy credentials.
+AWS credentials alone (`~/.aws`, `AWS_PROFILE`, `AWS_ACCESS_KEY_ID`: every SageMaker user has
+them) never change where data goes; `describe()` says they were found and not used.
+
+First contact: `check_answers()` asks the endpoint once, with a deadline of seconds, before a job or
+a command starts on it, so that a typo (`--s3-endpoint-url http://127.0.0.1:1`) fails in one line
+at once. The retries of every later call (trial/storage/_retry.py, 120 s) are for outages of an
+endpoint that answered.
 """
 from __future__ import annotations
 
-import contextlib
-import fcntl
-import json
 import os
-import signal
-import socket
-import subprocess
-import sys
-import threading
 import time
-import urllib.request
-from collections.abc import Callable, Iterator, Mapping
-from dataclasses import asdict, dataclass
+from collections.abc import Callable, Mapping
+from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
 from sdlocal.launcher.errors import S3EndpointError
-from sdlocal.launcher.wait import Deadline, wait_for
+from sdlocal.launcher.settings import S3, S3_CHOICES, s3_choice, sdlocal_home
+from sdlocal.trial.errors import one_line
 
 DEFAULT_BUCKET = "sdlocal"
 REGION = "us-east-1"
 DUMMY_CREDENTIALS = {"AWS_ACCESS_KEY_ID": "sdlocal", "AWS_SECRET_ACCESS_KEY": "sdlocal"}
+FIRST_CONTACT_S = 5.0  # how long a command waits for an endpoint that has not answered yet
 
-
-def sdlocal_home(environ: Mapping[str, str] | None = None) -> Path:
-    env = os.environ if environ is None else environ
-    return Path(env.get("SDLOCAL_HOME") or Path.home() / ".sdlocal")
+_SOURCES = {
+    "flag": "--s3-endpoint-url",
+    "env": "AWS_ENDPOINT_URL_S3",
+    "env-global": "AWS_ENDPOINT_URL",
+}
 
 
 @dataclass(frozen=True)
 class S3Endpoint:
     url: str | None  # None: AWS's own endpoints
-    source: str  # "flag" | "env" (AWS_ENDPOINT_URL_S3) | "env-global" (AWS_ENDPOINT_URL) | "aws" | "embedded" | "serve"
+    # "flag" | "env" (AWS_ENDPOINT_URL_S3) | "env-global" (AWS_ENDPOINT_URL) | "aws" | "embedded" | "serve"
+    source: str
     dummy_credentials: bool = False
+    unused_credentials: bool = False  # AWS credentials were found and are not used (said by describe)
 
-    def client(self) -> Any:
+    def client(self, **config: Any) -> Any:
         import boto3
 
         from sdlocal.trial.storage import client_config
@@ -56,7 +57,7 @@ class S3Endpoint:
         # bounded timeouts (a frozen endpoint fails a try instead of hanging it), no botocore retries:
         # trial's Storage retries every call through outages (trial/storage/_retry.py)
         kwargs: dict[str, Any] = {"region_name": os.environ.get("AWS_DEFAULT_REGION") or REGION,
-                                  "config": client_config()}
+                                  "config": client_config(**config)}
         if self.url:
             kwargs["endpoint_url"] = self.url
         if self.dummy_credentials:
@@ -75,14 +76,40 @@ class S3Endpoint:
         return env
 
     def describe(self) -> str:
-        return {
-            "flag": f"S3: {self.url} (--s3-endpoint-url)",
-            "env": f"S3: {self.url} (AWS_ENDPOINT_URL_S3)",
-            "env-global": f"S3: {self.url} (AWS_ENDPOINT_URL)",
-            "aws": "S3: Amazon S3 with your AWS credentials (set --s3-endpoint-url to use another endpoint)",
-            "embedded": f"S3: embedded server at {self.url} (stop it with `sdlocal s3 stop`)",
-            "serve": f"S3: sdlocal serve at {self.url}",
-        }[self.source]
+        if self.source in _SOURCES:
+            line = f"S3: {self.url} ({_SOURCES[self.source]})"
+        else:
+            line = {
+                "aws": "S3: Amazon S3 with your AWS credentials (--s3 aws)",
+                "embedded": f"S3: the embedded server at {self.url} (stop it with `sdlocal s3 stop`)",
+                "serve": f"S3: sdlocal serve at {self.url}",
+            }[self.source]
+        if self.unused_credentials:
+            line += "; your AWS credentials are not used (`--s3 aws` sends the job's data to Amazon S3)"
+        return line
+
+    def check_answers(self, timeout_s: float = FIRST_CONTACT_S, *,
+                      clock: Callable[[], float] = time.monotonic,
+                      sleep: Callable[[float], None] = time.sleep) -> None:
+        """First contact: S3EndpointError within `timeout_s` seconds when the endpoint does not
+        answer at all. Any answer counts (an access error too: the endpoint is there); only
+        connection failures and timeouts do not."""
+        from botocore.exceptions import ClientError, ConnectionError, HTTPClientError
+
+        client = self.client(connect_timeout=min(2.0, timeout_s), read_timeout=timeout_s)
+        deadline = clock() + timeout_s
+        while True:
+            try:
+                client.list_buckets()
+                return
+            except ClientError:
+                return  # it answered (AccessDenied, ...): what it thinks of us is the calls' business
+            except (ConnectionError, HTTPClientError) as e:
+                if clock() >= deadline:
+                    where = self.url or "Amazon S3"
+                    raise S3EndpointError(f"S3 endpoint {where} does not answer "
+                                          f"({_SOURCES.get(self.source, self.source)}): {one_line(e, 200)}") from None
+                sleep(0.25)
 
 
 def aws_credentials_present(environ: Mapping[str, str] | None = None, home: Path | None = None) -> bool:
@@ -112,25 +139,43 @@ def check_endpoint_url(url: str, where: str) -> None:
 
 def resolve_endpoint(
     flag: str | None,
+    choice: str | None = None,
     *,
     environ: Mapping[str, str] | None = None,
     credentials_present: Callable[[], bool] | None = None,
-    embedded: EmbeddedS3 | None = None,
+    embedded: Any = None,
 ) -> S3Endpoint:
+    """The endpoint of the order above. `flag`: --s3-endpoint-url; `choice`: --s3 (else SDLOCAL_S3);
+    `embedded`: the EmbeddedS3 to start (default: the one of SDLOCAL_HOME)."""
     env = os.environ if environ is None else environ
     has_credentials = credentials_present or (lambda: aws_credentials_present(env))
-    # the first endpoint given wins; AWS_ENDPOINT_URL is LocalStack's way: one endpoint for every service
-    given = ((flag, "flag", "--s3-endpoint-url"), (env.get("AWS_ENDPOINT_URL_S3"), "env", "AWS_ENDPOINT_URL_S3"),
-             (env.get("AWS_ENDPOINT_URL"), "env-global", "AWS_ENDPOINT_URL"))
-    for url, source, where in given:
-        if url:
-            check_endpoint_url(url, where)
-            # LocalStack and moto take any credentials: a custom endpoint without any gets dummy ones
-            return S3Endpoint(url, source, dummy_credentials=not has_credentials())
-    if has_credentials():
+    where = "--s3"
+    if choice is None and s3_choice(env) is not None:
+        choice, where = s3_choice(env), S3
+    if choice is not None and choice not in S3_CHOICES:
+        raise S3EndpointError(f"{where}: {choice!r} is not one of {', '.join(S3_CHOICES)} "
+                              "(an endpoint URL goes in --s3-endpoint-url)")
+    if flag:
+        if choice is not None:
+            raise S3EndpointError(f"--s3-endpoint-url and {where} both choose the S3: give one")
+        check_endpoint_url(flag, "--s3-endpoint-url")
+        # LocalStack and moto take any credentials: a custom endpoint without any gets dummy ones
+        return S3Endpoint(flag, "flag", dummy_credentials=not has_credentials())
+    if choice == "aws":
+        if not has_credentials():
+            raise S3EndpointError(f"{where} aws: no AWS credentials found (environment, AWS_PROFILE, ~/.aws)")
         return S3Endpoint(None, "aws")
-    server = (embedded or EmbeddedS3(sdlocal_home(env))).ensure()
-    return S3Endpoint(server.url, "embedded", dummy_credentials=True)
+    if choice is None:
+        for url, source in ((env.get("AWS_ENDPOINT_URL_S3"), "env"), (env.get("AWS_ENDPOINT_URL"), "env-global")):
+            if url:
+                check_endpoint_url(url, _SOURCES[source])
+                return S3Endpoint(url, source, dummy_credentials=not has_credentials())
+    if embedded is None:
+        from sdlocal.launcher.s3.embedded import EmbeddedS3
+
+        embedded = EmbeddedS3(sdlocal_home(env))
+    server = embedded.ensure()
+    return S3Endpoint(server.url, "embedded", dummy_credentials=True, unused_credentials=has_credentials())
 
 
 def ensure_bucket(client: Any, bucket: str) -> None:
@@ -138,224 +183,3 @@ def ensure_bucket(client: Any, bucket: str) -> None:
     from sdlocal.trial.storage import S3Storage
 
     S3Storage(bucket, "", client=client).ensure_root()
-
-
-@dataclass(frozen=True)
-class ServerState:
-    port: int
-    pid: int
-    url: str
-
-
-def _free_port() -> int:
-    with socket.socket() as s:
-        s.bind(("127.0.0.1", 0))
-        return int(s.getsockname()[1])
-
-
-def is_answering(url: str, timeout: float = 1.0) -> bool:
-    """A moto server answers `GET /moto-api/` (another program on a reused port does not)."""
-    try:
-        with urllib.request.urlopen(f"{url}/moto-api/", timeout=timeout) as resp:
-            return bool(resp.status == 200)
-    except (OSError, ValueError):
-        return False
-
-
-def _pid_alive(pid: int) -> bool:
-    try:
-        os.kill(pid, 0)
-    except ProcessLookupError:
-        return False
-    except PermissionError:
-        return True
-    return True
-
-
-def _is_our_server(pid: int) -> bool:
-    cmdline = Path(f"/proc/{pid}/cmdline")
-    if not cmdline.exists():  # not Linux: trust the state file's pid only while it is alive
-        return _pid_alive(pid)
-    return b"sdlocal.launcher.s3.server" in cmdline.read_bytes()
-
-
-class EmbeddedS3:
-    """The detached moto server shared by every sdlocal command of a user (one per SDLOCAL_HOME)."""
-
-    def __init__(
-        self,
-        home: Path,
-        *,
-        python: str = sys.executable,
-        start_timeout: float = 30.0,
-        clock: Callable[[], float] = time.monotonic,
-        sleep: Callable[[float], None] = time.sleep,
-    ) -> None:
-        self.home = home
-        self.python = python
-        self.start_timeout = start_timeout
-        self.clock = clock
-        self.sleep = sleep
-        self.state_path = home / "s3.json"
-        self.log_path = home / "s3.log"
-        self.port_path = home / "s3.port"  # the last port: a restart takes it again when it is free
-        self.data_dir = home / "s3-data"
-
-    def read_state(self) -> ServerState | None:
-        try:
-            data = json.loads(self.state_path.read_text())
-            return ServerState(int(data["port"]), int(data["pid"]), str(data["url"]))
-        except (OSError, ValueError, KeyError, TypeError):
-            return None
-
-    def running(self) -> ServerState | None:
-        state = self.read_state()
-        return state if state is not None and is_answering(state.url) else None
-
-    def ensure(self) -> ServerState:
-        """The running server (reused if it answers), else a freshly started one."""
-        with self._lock():
-            state = self.read_state()
-            if state is not None and is_answering(state.url):
-                return state
-            if state is not None:  # stale: its process died or stopped answering
-                self._kill(state, grace=2.0)
-            return self._start()
-
-    def stop(self, grace: float = 5.0) -> ServerState | None:
-        """Stop the server; returns what was stopped (None if nothing was recorded)."""
-        with self._lock():
-            state = self.read_state()
-            if state is None:
-                return None
-            self._kill(state, grace)
-            self.state_path.unlink(missing_ok=True)
-            return state
-
-    def usage(self) -> Any:
-        """Buckets, objects and bytes kept on disk (launcher/_s3_store.Usage)."""
-        from sdlocal.launcher.s3.store import DiskStore
-
-        return DiskStore(self.data_dir).usage()
-
-    def _port(self) -> int:
-        try:
-            last = int(self.port_path.read_text())
-        except (OSError, ValueError):
-            return _free_port()
-        with socket.socket() as s:
-            # as the server binds: connections of the last server in TIME_WAIT do not hold the port
-            s.setsockopt(socket.SOL_SOCKET, socket.SO_REUSEADDR, 1)
-            try:
-                s.bind(("127.0.0.1", last))
-            except OSError:  # taken meanwhile: any port (running evaluators will not find it)
-                return _free_port()
-        return last
-
-    def _start(self) -> ServerState:
-        self.home.mkdir(parents=True, exist_ok=True)
-        port = self._port()
-        with open(self.log_path, "ab") as log:
-            proc = subprocess.Popen(
-                [self.python, "-m", "sdlocal.launcher.s3.server", "--port", str(port), "--data-dir", str(self.data_dir)],
-                stdin=subprocess.DEVNULL, stdout=log, stderr=log, start_new_session=True,
-                cwd=str(self.home),
-            )
-        state = ServerState(port, proc.pid, f"http://127.0.0.1:{port}")
-
-        def started() -> str | None:
-            if is_answering(state.url, timeout=0.5):
-                return "answering"
-            return "exited" if proc.poll() is not None else None
-
-        waited = wait_for(started, Deadline.after(self.start_timeout, self.clock), interval=0.1, sleep=self.sleep)
-        if waited.value != "answering":
-            self._kill(state, grace=1.0)
-            proc.wait(timeout=5)
-            tail = self.log_path.read_text(errors="replace")[-500:] if self.log_path.exists() else ""
-            raise S3EndpointError(f"the embedded S3 server did not start on port {port}: {tail.strip()}")
-        self.state_path.write_text(json.dumps(asdict(state)))
-        self.port_path.write_text(str(port))
-        return state
-
-    def _kill(self, state: ServerState, grace: float) -> None:
-        if not _pid_alive(state.pid) or not _is_our_server(state.pid):
-            return
-        with contextlib.suppress(ProcessLookupError, PermissionError):
-            os.killpg(state.pid, signal.SIGTERM)
-
-        def gone() -> bool:
-            with contextlib.suppress(ChildProcessError):
-                os.waitpid(state.pid, os.WNOHANG)  # reap it when we are its parent
-            return not _pid_alive(state.pid)
-
-        wait_for(gone, Deadline.after(grace, self.clock), interval=0.05, sleep=self.sleep)
-        with contextlib.suppress(ProcessLookupError, PermissionError):
-            os.killpg(state.pid, signal.SIGKILL)
-
-    @contextlib.contextmanager
-    def _lock(self, timeout: float = 60.0) -> Iterator[None]:
-        """Serialize start/stop between concurrent sdlocal commands (flock, polled with a deadline)."""
-        self.home.mkdir(parents=True, exist_ok=True)
-        with open(self.home / "s3.lock", "w") as fh:
-            def locked() -> bool:
-                try:
-                    fcntl.flock(fh, fcntl.LOCK_EX | fcntl.LOCK_NB)
-                except BlockingIOError:
-                    return False
-                return True
-
-            if not wait_for(locked, Deadline.after(timeout, self.clock), interval=0.1, sleep=self.sleep).ready:
-                raise S3EndpointError(f"another sdlocal holds {self.home / 's3.lock'}")
-            try:
-                yield
-            finally:
-                fcntl.flock(fh, fcntl.LOCK_UN)
-
-
-class EmbeddedWatchdog:
-    """While a job runs on the embedded S3: a thread that starts it again when it stopped answering
-    (a crash, `sdlocal s3 stop`, a frozen server: two looks `interval` apart). It comes back on its
-    port with its data; meanwhile every S3 call waits (trial/storage/_retry.py)."""
-
-    def __init__(self, server: EmbeddedS3, url: str, echo: Callable[[str], None], interval: float = 2.0) -> None:
-        self.server = server
-        self.url = url
-        self.echo = echo
-        self.interval = interval
-        self.restarts = 0
-        self._stop = threading.Event()
-        self._thread = threading.Thread(target=self._run, name="sdlocal-s3-watchdog", daemon=True)
-
-    def start(self) -> EmbeddedWatchdog:
-        self._thread.start()
-        return self
-
-    def stop(self) -> None:
-        self._stop.set()
-        if self._thread.is_alive():
-            self._thread.join(self.server.start_timeout + 10)
-
-    def _run(self) -> None:
-        missed = 0
-        while not self._stop.wait(self.interval):
-            if is_answering(self.url):
-                missed = 0
-                continue
-            missed += 1
-            if missed < 2:
-                continue
-            try:
-                state = self.server.ensure()
-            except Exception as e:  # noqa: BLE001 - said, and tried again at the next look
-                self.echo(f"Warning: the embedded S3 does not answer and could not be started again: {e}")
-                continue
-            missed = 0
-            if state.url != self.url:
-                self.echo(f"Warning: the embedded S3 came back at {state.url}, not {self.url}: the job's "
-                          "processes cannot reach it")
-                self.url = state.url
-            else:
-                self.restarts += 1
-                self.echo(f"Warning: the embedded S3 at {self.url} had stopped answering: started again "
-                          f"(its data from {self.server.data_dir})")

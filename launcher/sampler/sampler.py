@@ -17,6 +17,7 @@ import threading
 import time
 from collections.abc import Callable, Sequence
 from pathlib import Path
+from typing import TYPE_CHECKING
 
 from sdlocal.launcher.sampler.cgroup import ContainerCollector
 from sdlocal.launcher.sampler.collect import (
@@ -26,8 +27,12 @@ from sdlocal.launcher.sampler.collect import (
     HostCollector,
 )
 from sdlocal.launcher.sampler.nvml import GpuCollector, open_gpu_collector
+from sdlocal.trial.errors import one_line
 from sdlocal.trial.profiler import SystemMetricsWriter
 from sdlocal.trial.profiler.names import DEFAULT_NODE
+
+if TYPE_CHECKING:
+    from sdlocal.launcher.runtime import Handle
 
 __all__ = [
     "Collector",
@@ -194,3 +199,24 @@ def make_sampler(
     collector = base if gpu is None else CompositeCollector([base, gpu])
     writer = SystemMetricsWriter(profiler_dir, node_id, close_interval_s=close_interval_s)
     return SystemSampler(collector, writer, interval_ms / 1000.0)
+
+
+def start_sampler(factory: Callable[..., SystemSampler], training: Handle, folder: Path, interval_ms: int,
+                  profiler_output: str, echo: Callable[[str], None]) -> SystemSampler | None:
+    """The system sampler of a started training (the host's figures under the process runtime, its
+    container's under docker), started; None (said) where it cannot sample."""
+    pid = training.container_pid()
+    if training.in_container and pid is None:
+        echo("System metrics: not sampled (the training container is not running)")
+        return None
+    try:
+        # a container gets no GPU from the docker runtime: none of the host's GPUs is its own
+        sampler = factory(folder, interval_ms, container_pid=pid, gpu_indices=() if training.in_container else None,
+                          close_interval_s=LIVE_CLOSE_INTERVAL_S)
+    except CollectorUnavailable as e:
+        echo(f"System metrics: not sampled ({one_line(e)})")
+        return None
+    sampler.start()
+    what = "the training container" if training.in_container else "this host"
+    echo(f"System metrics of {what} every {interval_ms} ms: {profiler_output}/system/")
+    return sampler

@@ -7,8 +7,8 @@ import threading
 from pathlib import Path
 
 from sdlocal.launcher.job.run import stop_on_signals
-from sdlocal.launcher.s3.endpoint import sdlocal_home
 from sdlocal.launcher.serve.control import serve_foreground
+from sdlocal.launcher.settings import sdlocal_home
 
 
 def main(argv: list[str] | None = None) -> int:

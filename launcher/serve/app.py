@@ -11,8 +11,8 @@ from collections.abc import Callable, Iterable, Mapping
 from pathlib import Path
 from typing import Any
 
-from sdlocal.launcher.job.lifecycle import JobLifecycle
 from sdlocal.launcher.job.model import RunOptions
+from sdlocal.launcher.job.run import run_job
 from sdlocal.launcher.s3.endpoint import DEFAULT_BUCKET, DUMMY_CREDENTIALS, REGION, S3Endpoint, ensure_bucket
 from sdlocal.launcher.serve.api import ApiError, SageMakerApi
 from sdlocal.launcher.serve.jobs import ServedJob, job_folder
@@ -136,12 +136,10 @@ class ServeServer:
         rules = spec.debug_rules + spec.profiler_rules
         runtime = select_runtime(self.runtime_kind, rule_images=[r.image for r in rules],
                                  training_image=spec.training_image, echo=echo)
-        try:
-            lifecycle = JobLifecycle(spec, job_dir=job.job_dir, endpoint=self.endpoint, runtime=runtime,
-                                     options=self.options, echo=echo, stop=job.stop, client=self.client("s3"),
-                                     on_phase=job.phase)
-            result = lifecycle.run()
-        finally:
-            runtime.close()
+        # the path `sdlocal run` takes: registered in SDLOCAL_HOME (`sdlocal stop`, `logs`, `summary`
+        # find it), its stop file watched, the runtime closed at the end
+        result = run_job(spec, job_dir=job.job_dir, endpoint=self.endpoint, runtime=runtime, options=self.options,
+                         echo=echo, stop=job.stop, client=self.client("s3"), home=self.home,
+                         on_lifecycle=job.attach, on_phase=job.phase)
         echo(f"{result.training_status}; rules: " + ", ".join(
             f"{r['RuleConfigurationName']} {r['RuleEvaluationStatus']}" for r in result.statuses))

@@ -20,7 +20,8 @@ from pathlib import Path
 import yaml
 
 from sdlocal.launcher.errors import LauncherError
-from sdlocal.launcher.s3.endpoint import DEFAULT_BUCKET, DUMMY_CREDENTIALS, REGION, _pid_alive
+from sdlocal.launcher.runtime.process import pid_alive
+from sdlocal.launcher.s3.endpoint import DEFAULT_BUCKET, DUMMY_CREDENTIALS, REGION
 from sdlocal.launcher.wait import Deadline, wait_for
 
 DEFAULT_PORT = 8775
@@ -97,7 +98,7 @@ def serve_foreground(home: Path, *, port: int, runtime: str, echo: Callable[[str
 def start_background(home: Path, *, port: int, runtime: str, timeout: float = 60.0) -> ServeState:
     """Start `python -m sdlocal.launcher.serve` detached; its output goes to `$SDLOCAL_HOME/serve.log`."""
     running = read_state(home)
-    if running is not None and _pid_alive(running.pid):
+    if running is not None and pid_alive(running.pid):
         raise ServeError(f"sdlocal serve already runs at {running.url} (pid {running.pid}); "
                          "`sdlocal serve stop` first")
     home.mkdir(parents=True, exist_ok=True)
@@ -131,7 +132,7 @@ def start_background(home: Path, *, port: int, runtime: str, timeout: float = 60
 def stop_background(home: Path, timeout: float = 90.0) -> ServeState | None:
     """SIGTERM the detached server and wait for it (it stops its jobs first); None if none runs."""
     state = read_state(home)
-    if state is None or not _pid_alive(state.pid):
+    if state is None or not pid_alive(state.pid):
         _state_path(home).unlink(missing_ok=True)
         return None
     with contextlib.suppress(ProcessLookupError):
@@ -140,7 +141,7 @@ def stop_background(home: Path, timeout: float = 90.0) -> ServeState | None:
     def gone() -> bool:
         with contextlib.suppress(ChildProcessError):
             os.waitpid(state.pid, os.WNOHANG)
-        return not _pid_alive(state.pid)
+        return not pid_alive(state.pid)
 
     if not wait_for(gone, Deadline.after(timeout, time.monotonic), interval=0.1).ready:
         raise ServeError(f"sdlocal serve (pid {state.pid}) is still running {timeout:g} s after SIGTERM")

@@ -1,6 +1,6 @@
-"""A training job created through `sdlocal serve`: `JobLifecycle` run in a thread, and what
-DescribeTrainingJob says of it (statuses, SecondaryStatusTransitions with their times, the
-request's configs echoed, the rules' statuses read from S3)."""
+"""A training job created through `sdlocal serve`: run in a thread on the path `sdlocal run` takes
+(launcher/job/run.py), and what DescribeTrainingJob says of it (statuses, SecondaryStatusTransitions
+with their times, the request's configs echoed, the rules' statuses read through its launcher)."""
 from __future__ import annotations
 
 import threading
@@ -8,20 +8,19 @@ import time
 from collections.abc import Callable, Mapping
 from dataclasses import dataclass
 from pathlib import Path
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
+from sdlocal.evaluator.status import arn
 from sdlocal.launcher.job.model import RunOptions
 from sdlocal.launcher.jobdir.folder import JobDir
 from sdlocal.launcher.s3.endpoint import S3Endpoint
 from sdlocal.launcher.serve.logs import LogPump
 from sdlocal.launcher.spec.model import JobSpec
-from sdlocal.launcher.statuses.summary import (
-    ACCOUNT,
-    RuleRef,
-    api_rule_status,
-    rule_job_arn,
-    rule_job_summary,
-)
+from sdlocal.launcher.statuses.summary import RuleRef, api_rule_status, rule_job_summary
+from sdlocal.trial.storage import open_storage
+
+if TYPE_CHECKING:
+    from sdlocal.launcher.job.lifecycle import JobLifecycle
 
 TERMINAL = ("Completed", "Failed", "Stopped")
 # Fields of CreateTrainingJob that DescribeTrainingJob gives back as sent (botocore's sagemaker model:
@@ -39,10 +38,6 @@ DEFAULTS = {"EnableNetworkIsolation": False, "EnableInterContainerTrafficEncrypt
 _SECONDARY_OF = {"Completed": ("Completed", "Training job completed"),
                  "Stopped": ("Stopped", "Training job stopped"),
                  "Failed": ("Failed", "Training job failed")}
-
-
-def job_arn(region: str, job_name: str) -> str:
-    return f"arn:aws:sagemaker:{region}:{ACCOUNT}:training-job/{job_name.lower()}"
 
 
 @dataclass(frozen=True)
@@ -72,7 +67,8 @@ class ServedJob:
         self.endpoint = endpoint
         self.region = region
         self.clock = clock
-        self.arn = job_arn(region, spec.job_name)
+        self.arn = arn("training-job", spec.job_name.lower(), region)
+        self.lifecycle: JobLifecycle | None = None  # set when the job starts running
         self.stop = threading.Event()
         self.status = "InProgress"
         self.failure_reason: str | None = None
@@ -96,6 +92,10 @@ class ServedJob:
 
     def start(self) -> None:
         self._thread.start()
+
+    def attach(self, lifecycle: JobLifecycle) -> None:
+        """The job's lifecycle, once made: its rules' statuses are read through it."""
+        self.lifecycle = lifecycle
 
     def join(self, timeout: float) -> bool:
         self._thread.join(timeout)
@@ -168,10 +168,14 @@ class ServedJob:
 
     # -- DescribeTrainingJob -----------------------------------------------------------------------
     def rule_statuses(self, client: Any) -> tuple[list[dict[str, Any]], list[dict[str, Any]]]:
+        """The rules' statuses, read as the job's launcher reads them (through its status keepers),
+        else from S3 with the retry policy."""
         spec = self.spec
         refs = [RuleRef(r.name, r.output, r.kind) for r in spec.debug_rules + spec.profiler_rules]
+        lifecycle = self.lifecycle
+        open_output = lifecycle.rule_output if lifecycle is not None else (lambda uri: open_storage(uri, client=client))
         try:
-            rows = {row["RuleConfigurationName"]: row for row in rule_job_summary(client, refs)}
+            rows = {row["RuleConfigurationName"]: row for row in rule_job_summary(refs, open_output)}
         except Exception:  # noqa: BLE001 - S3 not answering: the statuses are not known yet
             rows = {}
 
@@ -179,7 +183,7 @@ class ServedJob:
             out = []
             for r in rules:
                 row = rows.get(r.name) or {"RuleConfigurationName": r.name, "RuleEvaluationStatus": "InProgress"}
-                out.append(api_rule_status(row, rule_job_arn(self.region, self.name, r.name), self.created))
+                out.append(api_rule_status(row, self.name, self.created, self.region))
             return out
 
         return api(spec.debug_rules), api(spec.profiler_rules)

@@ -3,66 +3,47 @@ and their table. A rule with no status yet is reported `InProgress`, except a pr
 its run started no evaluator for (the job record's `Evaluated`): it is left out."""
 from __future__ import annotations
 
-import hashlib
 import json
-import re
-from collections.abc import Iterable, Sequence
+from collections.abc import Callable, Iterable, Sequence
 from dataclasses import dataclass
 from datetime import datetime, timezone
 from pathlib import Path
 from typing import Any
 
+from sdlocal.evaluator.errors import CorruptStatusError
+from sdlocal.evaluator.rule import RuleKind
+from sdlocal.evaluator.status import read_status, rule_job_arn
 from sdlocal.launcher.errors import JobError
-from sdlocal.trial.storage import Storage, open_storage
+from sdlocal.trial.storage import Storage
 
 COLUMNS = ("RuleConfigurationName", "RuleEvaluationStatus", "StatusDetails")
-STATUS_FILE = "status.json"
 
 
 @dataclass(frozen=True)
 class RuleRef:
     name: str
     output: str  # s3://.../<job>/rule-output/<name>
-    kind: str = "debugger"
+    kind: RuleKind = RuleKind.DEBUGGER
     evaluated: bool = True  # False: no evaluator was started for it (a profiler rule not supported yet)
 
 
-def read_status(rule_output: Storage) -> dict[str, Any] | None:
-    """The rule's status.json as stored (None when there is none yet)."""
-    try:
-        body = rule_output.read(STATUS_FILE)
-    except FileNotFoundError:
-        return None
-    try:
-        data = json.loads(body)
-    except ValueError as e:  # also not UTF-8
-        raise JobError(f"{rule_output.uri}/{STATUS_FILE}: corrupt rule status: {e}") from None
-    if not isinstance(data, dict) or not isinstance(data.get("RuleEvaluationStatus"), str):
-        raise JobError(f"{rule_output.uri}/{STATUS_FILE}: corrupt rule status: no RuleEvaluationStatus")
-    return data
-
-
-def rule_job_summary(client: Any, rules: Iterable[RuleRef]) -> list[dict[str, Any]]:
-    ordered = sorted(rules, key=lambda r: r.kind != "debugger")  # stable: Debugger rules first
+def rule_job_summary(rules: Iterable[RuleRef], open_output: Callable[[str], Storage]) -> list[dict[str, Any]]:
+    """The statuses of `rules`, Debugger rules first, each read by evaluator.status.read_status from
+    the storage `open_output(rule.output)` gives (a job's status keepers while it runs; a storage
+    with the retry policy otherwise). A rule with no status yet is InProgress."""
     out = []
-    for rule in ordered:
-        status = read_status(open_storage(rule.output, client=client))
+    for rule in sorted(rules, key=lambda r: r.kind != RuleKind.DEBUGGER):  # stable: Debugger rules first
+        try:
+            status = read_status(open_output(rule.output))
+        except CorruptStatusError as e:
+            raise JobError(str(e)) from None
         if status is None:
             if not rule.evaluated:
                 continue
-            status = {"RuleConfigurationName": rule.name, "RuleEvaluationStatus": "InProgress", "StatusDetails": ""}
-        out.append(status)
+            out.append({"RuleConfigurationName": rule.name, "RuleEvaluationStatus": "InProgress", "StatusDetails": ""})
+        else:
+            out.append(status.to_dict())
     return out
-
-
-ACCOUNT = "123456789012"  # moto's default account: the ARNs the SDK sees from `sdlocal serve`
-
-
-def rule_job_arn(region: str, job_name: str, rule_name: str) -> str:
-    """The rule's evaluation (a processing job on SageMaker): `<job>-<rule>-<hash>`, <= 63 characters."""
-    rule = re.sub(r"[^a-z0-9]+", "-", rule_name.lower()).strip("-") or "rule"
-    digest = hashlib.sha1(f"{job_name}/{rule_name}".encode()).hexdigest()[:8]
-    return f"arn:aws:sagemaker:{region}:{ACCOUNT}:processing-job/{job_name[:26].lower()}-{rule[:26]}-{digest}"
 
 
 API_FIELDS = ("RuleConfigurationName", "RuleEvaluationJobArn", "RuleEvaluationStatus", "StatusDetails",
@@ -80,12 +61,13 @@ def _epoch(value: Any, default: float) -> float:
     return default
 
 
-def api_rule_status(row: dict[str, Any], job_arn: str, default_time: float) -> dict[str, Any]:
+def api_rule_status(row: dict[str, Any], job_name: str, default_time: float, region: str | None = None) -> dict[str, Any]:
     """A status row in DescribeTrainingJob's RuleEvaluationStatus shape: its five fields and no
     other (sdlocal's LastEvaluatedStep dropped), StatusDetails left out when empty as the service
     does, LastModifiedTime in epoch seconds (the wire's form; boto3 gives a datetime)."""
-    out: dict[str, Any] = {"RuleConfigurationName": row["RuleConfigurationName"],
-                           "RuleEvaluationJobArn": row.get("RuleEvaluationJobArn") or job_arn,
+    name = row["RuleConfigurationName"]
+    out: dict[str, Any] = {"RuleConfigurationName": name,
+                           "RuleEvaluationJobArn": row.get("RuleEvaluationJobArn") or rule_job_arn(job_name, name, region),
                            "RuleEvaluationStatus": row["RuleEvaluationStatus"]}
     if row.get("StatusDetails"):
         out["StatusDetails"] = row["StatusDetails"]
@@ -93,19 +75,20 @@ def api_rule_status(row: dict[str, Any], job_arn: str, default_time: float) -> d
     return out
 
 
-def sdk_summary(rows: Sequence[dict[str, Any]], job_name: str, region: str) -> list[dict[str, Any]]:
+def sdk_summary(rows: Sequence[dict[str, Any]], job_name: str, region: str | None = None) -> list[dict[str, Any]]:
     """`rule_job_summary()`'s shape (the SageMaker SDK's: Debugger rules, then profiler rules), as
     JSON: LastModifiedTime as ISO 8601 where boto3 gives a datetime."""
     now = datetime.now(timezone.utc).timestamp()
     out = []
     for row in rows:
-        api = api_rule_status(row, rule_job_arn(region, job_name, row["RuleConfigurationName"]), now)
+        api = api_rule_status(row, job_name, now, region)
         api["LastModifiedTime"] = datetime.fromtimestamp(api["LastModifiedTime"], timezone.utc).isoformat()
         out.append(api)
     return out
 
 
-def rules_of_job(client: Any, job_name: str, *, output_path: str | None, job_dir: Path | None) -> list[RuleRef]:
+def rules_of_job(open_job: Callable[[str], Storage], job_name: str, *, output_path: str | None,
+                 job_dir: Path | None) -> list[RuleRef]:
     """The job's rules: from `--s3-output-path` (listing `rule-output/`), else the local job record
     written by `sdlocal run`, else the default output path."""
     record = job_dir / "job.json" if job_dir else None
@@ -113,8 +96,8 @@ def rules_of_job(client: Any, job_name: str, *, output_path: str | None, job_dir
         try:
             data = json.loads(record.read_bytes())
             return [RuleRef(str(r["RuleConfigurationName"]), str(r["RuleOutput"]), kind,
-                            kind == "debugger" or r.get("Evaluated") is True)  # older records: no profiler rule ran
-                    for key, kind in (("DebugRules", "debugger"), ("ProfilerRules", "profiler"))
+                            kind == RuleKind.DEBUGGER or r.get("Evaluated") is True)  # older records: no profiler rule ran
+                    for key, kind in (("DebugRules", RuleKind.DEBUGGER), ("ProfilerRules", RuleKind.PROFILER))
                     for r in data.get(key, [])]
         except (OSError, ValueError, KeyError, TypeError, AttributeError) as e:
             raise JobError(f"{record}: corrupt job record ({type(e).__name__}: {e}); "
@@ -122,7 +105,7 @@ def rules_of_job(client: Any, job_name: str, *, output_path: str | None, job_dir
     from sdlocal.launcher.spec.model import DEFAULT_S3_OUTPUT_PATH
 
     base = (output_path or DEFAULT_S3_OUTPUT_PATH).rstrip("/")
-    job = open_storage(f"{base}/{job_name}", client=client)
+    job = open_job(f"{base}/{job_name}")
     # a rule's folder holds its status, reports and requests: a few keys each
     names = sorted({key.split("/", 2)[1] for key in job.list("rule-output/", include_tmp=True) if key.count("/") >= 2})
     if not names and not job.any_key():

@@ -15,10 +15,10 @@ import pytest
 from sdlocal.evaluator.actions import (
     RESULTS_KEY,
     SNS_TOPIC_NAME,
-    STOP_REQUEST_KEY,
+    STOP_TRAINING_KEY,
     Action,
     ActionRunner,
-    StopRequest,
+    StopTrainingRequest,
     parse_actions,
     sns_client_factory,
 )
@@ -63,10 +63,10 @@ def test_stop_training_writes_one_request_with_the_job_name_as_default_prefix(tm
     runner = ActionRunner(parse_actions('[{"name": "StopTraining"}]', "R"), job_name="my-job",
                           rule_configuration_name="R", output=out, sns_client=lambda: pytest.fail("no SNS"))
     runner.on_status(RuleStatus("R", Status.IN_PROGRESS))
-    assert not out.exists(STOP_REQUEST_KEY)
+    assert not out.exists(STOP_TRAINING_KEY)
     runner.on_status(issues(7))
     runner.on_status(issues(9))  # the second report does not run the actions again
-    request = StopRequest.from_json(out.read(STOP_REQUEST_KEY))
+    request = StopTrainingRequest.from_json(out.read(STOP_TRAINING_KEY))
     assert (request.rule_configuration_name, request.job_name, request.training_job_prefix, request.step) == (
         "R", "my-job", "my-job", 7)
     assert request.matches("my-job") and not request.matches("other-my-job")
@@ -81,7 +81,7 @@ def test_stop_training_writes_one_request_with_the_job_name_as_default_prefix(tm
 def test_anything_but_a_stop_request_is_a_value_error(body: bytes) -> None:
     # the launcher's watcher skips a torn or foreign object on ValueError; nothing else may escape
     with pytest.raises(ValueError):
-        StopRequest.from_json(body)
+        StopTrainingRequest.from_json(body)
 
 
 def sns_queue(moto_server: str) -> tuple[Any, str]:
@@ -135,7 +135,7 @@ def test_a_failing_notification_is_recorded_not_fatal(tmp_path: Path) -> None:
     runner.on_status(issues(3))
     email, stop = runner.results
     assert not email["ok"] and email["outcome"].startswith("failed: EndpointConnectionError")
-    assert stop["ok"] and out.exists(STOP_REQUEST_KEY)  # the other actions still ran
+    assert stop["ok"] and out.exists(STOP_TRAINING_KEY)  # the other actions still ran
 
 
 @pytest.mark.parametrize("endpoint", [None, "http://127.0.0.1:9"])
@@ -163,7 +163,7 @@ def test_run_rule_runs_the_rules_own_action_str_and_ends_issues_found(tmp_path: 
                       rule_configuration_name="Nan", job_name="abc-1", interval=0.01, action_output=out,
                       sns_client=lambda: pytest.fail("no SNS"))
     assert status.status is Status.ISSUES_FOUND and status.last_evaluated_step == 4
-    request = StopRequest.from_json(out.read(STOP_REQUEST_KEY))
+    request = StopTrainingRequest.from_json(out.read(STOP_TRAINING_KEY))
     assert request.training_job_prefix == "abc" and request.step == 2
 
 
@@ -188,8 +188,8 @@ def test_evaluator_process_publishes_and_requests_a_stop(fixture_trials: Path, s
     status = status_from_s3(s3_client, bucket, "VG")
     assert status["RuleEvaluationStatus"] == "IssuesFound"
     assert status["StatusDetails"].startswith("RuleEvaluationConditionMet: ")  # SageMaker's text, untouched
-    body = s3_client.get_object(Bucket=bucket, Key=f"out/my-job/rule-output/VG/{STOP_REQUEST_KEY}")["Body"].read()
-    request = StopRequest.from_json(body)
+    body = s3_client.get_object(Bucket=bucket, Key=f"out/my-job/rule-output/VG/{STOP_TRAINING_KEY}")["Body"].read()
+    request = StopTrainingRequest.from_json(body)
     assert (request.job_name, request.training_job_prefix, request.step) == ("my-job", "my-", 0)
     (message,) = messages(sqs, queue_url)
     assert "rule VG of training job my-job found an issue at step 0" in message["Message"]

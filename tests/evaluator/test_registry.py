@@ -193,8 +193,8 @@ def test_rule_kind() -> None:
     from sdlocal.evaluator import ProfilerRule
     from sdlocal.evaluator.registry import rule_kind
 
-    assert rule_kind("VanishingGradient") == "tensor"
+    assert rule_kind("VanishingGradient") == "debugger"
     assert rule_kind("ProfilerReport") == "profiler" and rule_kind("StepOutlier") == "profiler"
-    assert rule_kind(ProfilerRule) == "profiler" and rule_kind(Rule) == "tensor"
+    assert rule_kind(ProfilerRule) == "profiler" and rule_kind(Rule) == "debugger"
     with pytest.raises(UnknownRuleError, match="Did you mean: StepOutlier"):
         rule_kind("StepOutlire")

@@ -10,8 +10,8 @@ from sdlocal.evaluator.status import (
     Status,
     client_error_details,
     condition_met_details,
-    fake_job_arn,
     read_status,
+    rule_job_arn,
     write_status,
 )
 from sdlocal.trial.storage import open_storage
@@ -20,7 +20,7 @@ from sdlocal.trial.storage import open_storage
 def test_json_shape_and_round_trip(tmp_path: Path) -> None:
     when = dt.datetime(2026, 11, 22, 10, 0, tzinfo=dt.timezone.utc)
     status = RuleStatus("VanishingGradient", Status.ISSUES_FOUND, condition_met_details("VanishingGradient", 1500),
-                        when, fake_job_arn("my-job", "VanishingGradient"), 1500)
+                        when, rule_job_arn("my-job", "VanishingGradient"), 1500)
     data = json.loads(status.to_json())
     assert data == {
         "RuleConfigurationName": "VanishingGradient",
@@ -39,10 +39,10 @@ def test_json_shape_and_round_trip(tmp_path: Path) -> None:
 
 
 def test_arn_shape_is_sagemakers() -> None:
-    arn = fake_job_arn("My_Job.2026", "VanishingGradient")
+    arn = rule_job_arn("My_Job.2026", "VanishingGradient")
     assert re.fullmatch(r"arn:aws:sagemaker:us-east-1:\d{12}:processing-job/my-job-2026-vanishinggradient-[0-9a-f]{8}", arn)
-    assert fake_job_arn("My_Job.2026", "VanishingGradient") == arn  # stable across rewrites
-    assert len(fake_job_arn("j" * 200, "r" * 200).rsplit("/", 1)[1]) <= 63
+    assert rule_job_arn("My_Job.2026", "VanishingGradient") == arn  # stable across rewrites
+    assert len(rule_job_arn("j" * 200, "r" * 200).rsplit("/", 1)[1]) <= 63
 
 
 def test_details_capped_and_client_error_prefix() -> None:

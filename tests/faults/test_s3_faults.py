@@ -187,7 +187,7 @@ def test_s3_frozen_for_more_than_a_minute_changes_nothing(tmp_path: Path) -> Non
 
 
 def test_embedded_s3_crashing_mid_job_comes_back_with_its_data(tmp_path: Path) -> None:
-    from sdlocal.launcher.s3.endpoint import EmbeddedS3
+    from sdlocal.launcher.s3.embedded import EmbeddedS3
 
     server = EmbeddedS3(tmp_path)
     job = f"fault-embedded-{uuid.uuid4().hex[:6]}"

@@ -13,9 +13,9 @@ from typing import Any
 
 import pytest
 
-from sdlocal.evaluator.actions import STOP_REQUEST_KEY, StopRequest
+from sdlocal.evaluator.actions import STOP_TRAINING_KEY, StopTrainingRequest
 from sdlocal.launcher.job.run import JobResult, RunOptions, run_job
-from sdlocal.launcher.job.stop_training import StopRequestWatcher
+from sdlocal.launcher.job.stop_training import StopTrainingWatcher
 from sdlocal.launcher.jobdir.folder import JobDir
 from sdlocal.launcher.runtime import ProcessRuntime, RuleLaunch
 from sdlocal.launcher.runtime.process import ProcessHandle
@@ -26,15 +26,15 @@ from tests.launcher._procs import gone
 
 
 def put_request(s3_client: Any, bucket: str, rule: str, prefix: str, step: int = 4) -> None:
-    body = StopRequest(rule, "some-job", prefix, step, "2026-01-01T00:00:00Z").to_json()
-    s3_client.put_object(Bucket=bucket, Key=f"out/rule-output/{rule}/{STOP_REQUEST_KEY}", Body=body.encode())
+    body = StopTrainingRequest(rule, "some-job", prefix, step, "2026-01-01T00:00:00Z").to_json()
+    s3_client.put_object(Bucket=bucket, Key=f"out/rule-output/{rule}/{STOP_TRAINING_KEY}", Body=body.encode())
 
 
 def test_watcher_matches_the_prefix_once_per_interval(s3_client: Any, bucket: str) -> None:
     now = [0.0]
-    ignored: list[StopRequest] = []
+    ignored: list[StopTrainingRequest] = []
     outputs = {r: S3Storage(bucket, f"out/rule-output/{r}", client=s3_client) for r in ("A", "B")}
-    watcher = StopRequestWatcher("train-job-7", outputs, interval=1.0, clock=lambda: now[0],
+    watcher = StopTrainingWatcher("train-job-7", outputs, interval=1.0, clock=lambda: now[0],
                                  on_ignored=ignored.append)
     assert watcher.poll() is None  # nothing yet
     put_request(s3_client, bucket, "A", "other-")
@@ -47,7 +47,7 @@ def test_watcher_matches_the_prefix_once_per_interval(s3_client: Any, bucket: st
     now[0] = 2.0
     assert watcher.poll() is None and len(ignored) == 1  # each request is seen once
     # "contains" is not enough: the name must start with the prefix
-    assert not StopRequest("R", "j", "job-7", None, "").matches("train-job-7")
+    assert not StopTrainingRequest("R", "j", "job-7", None, "").matches("train-job-7")
 
 
 TRAINER = r'''
@@ -125,7 +125,7 @@ def run(spec: JobSpec, tmp_path: Path, runtime: RecordingRuntime, moto_server: s
         lines: list[str] | None = None) -> tuple[JobResult, list[str]]:
     lines = [] if lines is None else lines
     opts = RunOptions(poll_interval_s=0.2, upload_interval_s=0.1, stop_grace_s=5.0, action_poll_interval_s=0.2,
-                      rule_timeout_s=120, collections_timeout_s=30)
+                      rule_finish_timeout_s=120, collections_timeout_s=30)
     result = run_job(spec, job_dir=JobDir(tmp_path / "jobs" / spec.job_name), endpoint=S3Endpoint(moto_server, "flag"),
                      runtime=runtime, options=opts, echo=lines.append, client=s3_client)
     return result, lines

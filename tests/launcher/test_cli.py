@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import json
 import socket
+import time
 from datetime import datetime
 from pathlib import Path
 from typing import Any
@@ -131,7 +132,7 @@ def test_rules_lists_profiler_rules_grouped_after_debugger_rules() -> None:
         "stddev=3, mode=None, n_outliers=10, scan_interval_us=60000000")
     rows = {r["name"]: r for r in json.loads(CliRunner().invoke(cli, ["rules", "--json"]).output)}
     assert rows["StepOutlier"]["kind"] == "profiler" and rows["StepOutlier"]["default_collections"] == []
-    assert rows["VanishingGradient"]["kind"] == "tensor"
+    assert rows["VanishingGradient"]["kind"] == "debugger"
     assert rows["VanishingGradient"]["default_collections"] == [
         {"CollectionName": "gradients", "CollectionParameters": {"save_interval": "500"}}]
 
@@ -155,7 +156,7 @@ def test_s3_status_and_stop(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> 
     runner = CliRunner()
     # first line: whether it runs; second: its data on disk (tests/launcher/test_s3.py)
     assert runner.invoke(cli, ["s3", "status"]).output.splitlines()[0] == "not running"
-    from sdlocal.launcher.s3.endpoint import EmbeddedS3
+    from sdlocal.launcher.s3.embedded import EmbeddedS3
 
     state = EmbeddedS3(tmp_path).ensure()
     try:
@@ -185,24 +186,26 @@ def test_run_sdk_request_reports_ignored_fields_once(tmp_path: Path, moto_server
     assert lines[-1].startswith(f"Error: Training job {job} already exists")
 
 
-def test_unreachable_s3_is_one_line_error(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+def test_unreachable_s3_fails_at_first_contact_in_one_line(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    """An endpoint that never answered (a typo) is refused at once, not after the 120 s of retries
+    that are there for outages of an endpoint that answered (SDLOCAL_S3_RETRY_S stays at its default)."""
     monkeypatch.setenv("SDLOCAL_HOME", str(tmp_path))
-    monkeypatch.setenv("SDLOCAL_S3_RETRY_S", "0")  # no riding through the outage (120 s by default)
+    monkeypatch.delenv("SDLOCAL_S3_RETRY_S", raising=False)
     with socket.socket() as s:  # a loopback port nobody listens on
         s.bind(("127.0.0.1", 0))
         port = s.getsockname()[1]
-    result = CliRunner().invoke(cli, ["summary", "some-job", "--s3-endpoint-url", f"http://127.0.0.1:{port}"])
-    assert result.exit_code == 1
-    # the launcher reaches S3 through trial's Storage, whose errors name the S3 URI
-    line = ("Error: cannot list s3://sdlocal/jobs/some-job/rule-output/: Could not connect to the endpoint URL: "
-            f'"http://127.0.0.1:{port}/sdlocal?list-type=2&prefix=jobs%2Fsome-job%2Frule-output%2F&encoding-type=url"')
-    assert result.stderr.strip().splitlines() == [line]
-    # with a retry budget: tried again for that long, and the error says so
-    monkeypatch.setenv("SDLOCAL_S3_RETRY_S", "1")
-    result = CliRunner().invoke(cli, ["summary", "some-job", "--s3-endpoint-url", f"http://127.0.0.1:{port}"])
-    assert result.exit_code == 1
-    last = result.stderr.strip().splitlines()[-1]
-    assert last.startswith(line + " (S3 did not answer for ") and last.endswith(" s)")
+    (tmp_path / "train.py").write_text("")
+    for command in (["summary", "some-job"], ["run", "--entry-point", "train.py", "--source-dir", str(tmp_path)],
+                    ["evaluate", "s3://sdlocal/jobs/some-job/debug-output", "--rule", "LossNotDecreasing"]):
+        started = time.monotonic()
+        result = CliRunner().invoke(cli, [*command, "--s3-endpoint-url", f"http://127.0.0.1:{port}"])
+        took = time.monotonic() - started
+        assert result.exit_code == 1, command
+        (line,) = result.stderr.strip().splitlines()
+        assert line.startswith(f"Error: S3 endpoint http://127.0.0.1:{port} does not answer (--s3-endpoint-url): "
+                               "Could not connect to the endpoint URL"), line
+        assert took < 60, f"{command}: {took:.1f} s: the first contact must not ride the outage retries"
+    assert not (tmp_path / "jobs").exists() and not (tmp_path / "running").exists()  # nothing was started
 
 
 def test_summary_of_unknown_job_is_an_error(tmp_path: Path, monkeypatch: pytest.MonkeyPatch, moto_server: str,
@@ -240,14 +243,14 @@ def test_logs_of_a_job(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
 def test_stop_asks_the_running_launcher(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
     import threading
 
-    from sdlocal.launcher.job.registry import StopWatcher, register, unregister
+    from sdlocal.launcher.job.registry import StopFileWatcher, register, unregister
 
     monkeypatch.setenv("SDLOCAL_HOME", str(tmp_path))
     job_dir = tmp_path / "somewhere" / "j2"
     job_dir.mkdir(parents=True)
     register(tmp_path, "j2", job_dir)  # this test process plays the running launcher
     stopped = threading.Event()
-    watcher = StopWatcher(job_dir, stopped, interval=0.05).start()
+    watcher = StopFileWatcher(job_dir, stopped, interval=0.05).start()
     ender = threading.Thread(target=lambda: stopped.wait(30) and unregister(tmp_path, "j2"))
     ender.start()
     try:

@@ -81,7 +81,7 @@ def test_dead_and_hung_evaluators_during_a_real_job(tmp_path: Path, moto_server:
     lines: list[str] = []
     lifecycle = JobLifecycle(spec, job_dir=JobDir(tmp_path / "job"), endpoint=S3Endpoint(moto_server, "flag"),
                              runtime=ProcessRuntime(),
-                             options=RunOptions(poll_interval_s=0.5, stop_grace_s=5.0, rule_call_timeout_s=4.0),
+                             options=RunOptions(poll_interval_s=0.5, stop_grace_s=5.0, rule_timeout_s=4.0),
                              echo=lines.append, client=s3_client)
     outcome: dict[str, Any] = {}
     thread = threading.Thread(target=lambda: outcome.setdefault("result", lifecycle.run()), daemon=True)

@@ -138,7 +138,7 @@ def test_evaluator_past_the_rule_timeout_is_stopped_with_error(
         monkeypatch: pytest.MonkeyPatch) -> None:
     monkeypatch.setenv("FAKE_EVALUATOR", "hang")
     result, _ = run(make_spec(tmp_path, bucket, ("R1",)), tmp_path, runtime, moto_server, s3_client,
-                    rule_timeout_s=0.5)
+                    rule_finish_timeout_s=0.5)
     status, details = statuses(result)["R1"]
     assert status == "Error" and "did not finish within 0.5s" in details
     assert gone(int((tmp_path / "pids" / "rule-R1").read_text()))
@@ -283,7 +283,7 @@ def test_profiler_evaluator_that_dies_or_hangs_ends_error(
         monkeypatch: pytest.MonkeyPatch) -> None:
     monkeypatch.setenv("FAKE_EVALUATOR_ProfilerReport", behaviour)
     result, _ = run(make_spec(tmp_path, bucket, ("R1",)), tmp_path, runtime, moto_server, s3_client,
-                    parts=RUN_PROFILER_RULES, rule_timeout_s=1.0)
+                    parts=RUN_PROFILER_RULES, rule_finish_timeout_s=1.0)
     assert statuses(result)["R1"] == ("NoIssuesFound", "")
     status, details = statuses(result)["ProfilerReport"]
     assert status == "Error"
@@ -439,7 +439,7 @@ def test_an_evaluator_dying_while_the_rules_finish_reads_error_before_the_timeou
     started = time.monotonic()
     result = run_job(make_spec(tmp_path, bucket), job_dir=JobDir(tmp_path / "jobs" / "job-1"),
                      endpoint=S3Endpoint(moto_server, "flag"), runtime=ProcessRuntime(python=runtime),
-                     options=RunOptions(stop_grace_s=2.0, rule_timeout_s=8.0),
+                     options=RunOptions(stop_grace_s=2.0, rule_finish_timeout_s=8.0),
                      echo=lambda line: said.append((time.monotonic() - started, line)), client=s3_client)
     ended = time.monotonic() - started
     (noticed,) = [t for t, line in said if line.startswith("Rule R1: its evaluator exited (code 1)")]

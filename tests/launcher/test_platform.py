@@ -7,8 +7,10 @@ from typing import Any
 
 import numpy as np
 
-from sdlocal.launcher.jobdir.folder import JobDir, Uploader, UploadTarget, write_configs, write_end_marker
+from sdlocal.launcher.jobdir.configs import write_configs
+from sdlocal.launcher.jobdir.folder import JobDir
 from sdlocal.launcher.spec.model import JobSpec
+from sdlocal.launcher.upload.uploader import Uploader, UploadTarget, write_end_marker
 from sdlocal.trial.collection import Collection
 from sdlocal.trial.storage import S3Storage
 from sdlocal.trial.writer import TrialWriter

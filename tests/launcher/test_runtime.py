@@ -110,7 +110,7 @@ def test_wait_all_and_exit_codes(tmp_path: Path) -> None:
 # ---- docker runtime: the pure parts (no engine needed) -------------------------------------------------
 
 from sdlocal.launcher.errors import RuntimeLaunchError  # noqa: E402
-from sdlocal.launcher.job.registry import StopWatcher, request_stop  # noqa: E402
+from sdlocal.launcher.job.registry import StopFileWatcher, request_stop  # noqa: E402
 from sdlocal.launcher.runtime.docker_config import (  # noqa: E402
     Endpoint,
     LimitsError,
@@ -222,7 +222,7 @@ def test_stop_watcher(tmp_path: Path) -> None:
     old = request_stop(tmp_path)
     os.utime(old, (time.time() - 60, time.time() - 60))  # an earlier run's request: ignored
     event = threading.Event()
-    watcher = StopWatcher(tmp_path, event, interval=0.05).start()
+    watcher = StopFileWatcher(tmp_path, event, interval=0.05).start()
     try:
         assert not event.wait(0.3)
         request_stop(tmp_path)

@@ -6,21 +6,27 @@ import os
 import signal
 import time
 from pathlib import Path
+from typing import Any
 
 import pytest
 
-from sdlocal.launcher.s3.endpoint import (
-    EmbeddedS3,
-    S3Endpoint,
-    aws_credentials_present,
-    ensure_bucket,
-    is_answering,
-    resolve_endpoint,
-)
+from sdlocal.launcher.errors import S3EndpointError
+from sdlocal.launcher.s3.embedded import EmbeddedS3, is_answering
+from sdlocal.launcher.s3.endpoint import S3Endpoint, aws_credentials_present, ensure_bucket, resolve_endpoint
+
+
+class _FakeEmbedded:
+    """Stands in for EmbeddedS3: says it was started, starts nothing."""
+
+    def __init__(self) -> None:
+        self.started = 0
+
+    def ensure(self) -> Any:
+        self.started += 1
+        return type("State", (), {"url": "http://127.0.0.1:9"})()
 
 
 def test_resolution_order(tmp_path: Path) -> None:
-    never = EmbeddedS3(tmp_path / "unused")
     env = {"AWS_ENDPOINT_URL_S3": "http://env:1"}
     def creds() -> bool:
         return True
@@ -38,9 +44,42 @@ def test_resolution_order(tmp_path: Path) -> None:
     assert everything == S3Endpoint("http://all:1", "env-global")
     assert everything.describe() == "S3: http://all:1 (AWS_ENDPOINT_URL)"
     assert everything.child_env() == {"AWS_ENDPOINT_URL_S3": "http://all:1"}
-    aws = resolve_endpoint(None, environ={}, credentials_present=lambda: True, embedded=never)
-    assert aws.source == "aws" and aws.url is None and "AWS credentials" in aws.describe()
-    assert not (tmp_path / "unused").exists()
+
+
+def test_aws_credentials_alone_never_choose_amazon_s3() -> None:
+    """Every SageMaker user has credentials: they are said to be unused, and the embedded S3 is used."""
+    embedded = _FakeEmbedded()
+    chosen = resolve_endpoint(None, environ={}, credentials_present=lambda: True, embedded=embedded)
+    assert chosen.source == "embedded" and chosen.dummy_credentials and embedded.started == 1
+    assert "your AWS credentials are not used" in chosen.describe() and "--s3 aws" in chosen.describe()
+    quiet = resolve_endpoint(None, environ={}, credentials_present=lambda: False, embedded=_FakeEmbedded())
+    assert "credentials" not in quiet.describe()
+
+
+def test_amazon_s3_only_when_asked_for_by_name() -> None:
+    never = _FakeEmbedded()
+    for choice, env in (("aws", {}), (None, {"SDLOCAL_S3": "aws"})):
+        aws = resolve_endpoint(None, choice, environ=env, credentials_present=lambda: True, embedded=never)
+        assert aws == S3Endpoint(None, "aws") and aws.child_env() == {}
+        assert "Amazon S3" in aws.describe()
+    assert never.started == 0
+    # `--s3 embedded` wins over an endpoint in the environment; the flag over SDLOCAL_S3
+    embedded = _FakeEmbedded()
+    chosen = resolve_endpoint(None, "embedded", environ={"AWS_ENDPOINT_URL_S3": "http://env:1", "SDLOCAL_S3": "aws"},
+                              credentials_present=lambda: True, embedded=embedded)
+    assert chosen.source == "embedded" and embedded.started == 1
+
+
+@pytest.mark.parametrize(("flag", "choice", "env", "creds", "message"), [
+    (None, "aws", {}, False, "--s3 aws: no AWS credentials found"),
+    (None, None, {"SDLOCAL_S3": "amazon"}, True, "SDLOCAL_S3: 'amazon' is not one of embedded, aws"),
+    ("http://flag:1", "aws", {}, True, "--s3-endpoint-url and --s3 both choose the S3: give one"),
+])
+def test_s3_choice_errors_name_their_culprit(flag: str | None, choice: str | None, env: dict[str, str],
+                                             creds: bool, message: str) -> None:
+    with pytest.raises(S3EndpointError) as e:
+        resolve_endpoint(flag, choice, environ=env, credentials_present=lambda: creds, embedded=_FakeEmbedded())
+    assert str(e.value).startswith(message)
 
 
 def test_credentials_detection(tmp_path: Path) -> None:
@@ -139,7 +178,7 @@ def test_s3_status_and_stop_say_where_the_data_is(tmp_path: Path, monkeypatch: p
 
 
 def test_a_job_s_watchdog_starts_the_embedded_server_again(tmp_path: Path) -> None:
-    from sdlocal.launcher.s3.endpoint import EmbeddedWatchdog
+    from sdlocal.launcher.s3.embedded import EmbeddedWatchdog
 
     server = EmbeddedS3(tmp_path)
     state = server.ensure()

@@ -8,7 +8,8 @@ from typing import Any
 import pytest
 
 from sdlocal.launcher.errors import SpecError
-from sdlocal.launcher.spec.model import JobSpec, load_request
+from sdlocal.launcher.spec.load import load_request
+from sdlocal.launcher.spec.model import JobSpec
 from sdlocal.launcher.spec.overrides import Overrides, RuleFlag, parse_collection, parse_kv
 
 DATA = Path(__file__).parent / "data"

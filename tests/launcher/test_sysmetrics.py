@@ -280,7 +280,7 @@ def test_make_sampler_on_this_machine(tmp_path: Path, caplog: pytest.LogCaptureF
 def test_the_uploader_only_sees_closed_files(tmp_path: Path, s3_client: Any, bucket: str) -> None:
     """Sampler and trace writer write while the platform's uploader syncs: no .tmp and no partial
     file reaches S3, and the S3 reader finds every line and event once everything is closed."""
-    from sdlocal.launcher.jobdir.folder import Uploader, UploadTarget
+    from sdlocal.launcher.upload.uploader import Uploader, UploadTarget
     from sdlocal.trial.profiler import TraceWriter, now_us
     from sdlocal.trial.storage import open_storage
 

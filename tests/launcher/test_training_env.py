@@ -11,7 +11,8 @@ from typing import Any
 
 import pytest
 
-from sdlocal.launcher.jobdir.folder import JobDir, write_configs
+from sdlocal.launcher.jobdir.configs import write_configs
+from sdlocal.launcher.jobdir.folder import JobDir
 from sdlocal.launcher.jobdir.training_env import count_gpus
 from sdlocal.launcher.runtime import TrainingLaunch
 from sdlocal.launcher.spec.model import JobSpec

@@ -12,8 +12,8 @@ from typing import Any
 import numpy as np
 import pytest
 
-from sdlocal.launcher.jobdir.folder import Uploader, UploadTarget
 from sdlocal.launcher.statuses.keeper import KeptStatus
+from sdlocal.launcher.upload.uploader import Uploader, UploadTarget
 from sdlocal.launcher.upload.watch import TreeWatch
 from sdlocal.trial.storage import RetryPolicy, S3Storage
 from sdlocal.trial.storage._retry import OUTAGES

@@ -9,7 +9,7 @@ from typing import Any
 
 import pytest
 
-from sdlocal.launcher.s3.endpoint import _pid_alive  # (as launcher/runtime and launcher/serve use it)
+from sdlocal.launcher.runtime.process import pid_alive
 from tests.conftest import in_ci
 from tests.docker.conftest import sdlocal_images  # noqa: F401 - the docker runtime test's images
 
@@ -26,7 +26,7 @@ def _remove_orphans(client: Any) -> None:
     those whose pytest process is gone. A concurrent session's container is left alone."""
     for container in client.containers.list(all=True, filters={"label": f"{LABEL}=localstack"}):
         pid = container.labels.get(PID_LABEL, "")
-        if not pid.isdigit() or not _pid_alive(int(pid)):
+        if not pid.isdigit() or not pid_alive(int(pid)):
             container.remove(force=True)
 
 

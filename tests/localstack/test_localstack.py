@@ -18,7 +18,7 @@ from typing import Any
 import pytest
 import yaml
 
-from sdlocal.evaluator.actions import RESULTS_KEY, SNS_TOPIC_NAME, STOP_REQUEST_KEY
+from sdlocal.evaluator.actions import RESULTS_KEY, SNS_TOPIC_NAME, STOP_TRAINING_KEY
 from tests.localstack.conftest import aws_client
 
 REPO = Path(__file__).resolve().parents[2]
@@ -152,7 +152,7 @@ def test_rule_actions_publish_to_localstack_sns_and_stop_the_job(
     results = json.loads(s3.get_object(Bucket="sdlocal", Key=out_prefix + RESULTS_KEY)["Body"].read())
     assert [(r["name"], r["ok"]) for r in results] == [("sms", True), ("email", True), ("stoptraining", True)]
     stored = keys(s3, f"jobs/{job}/")
-    assert out_prefix + STOP_REQUEST_KEY in stored
+    assert out_prefix + STOP_TRAINING_KEY in stored
     assert f"jobs/{job}/debug-output/training_job_end.ts" in stored
 
 

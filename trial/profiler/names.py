@@ -15,7 +15,8 @@ import re
 import time
 from typing import NamedTuple
 
-END_MARKER = "training_job_end.ts"
+from sdlocal.trial.writer import END_MARKER
+
 SYSTEM_PREFIX = "system/"
 SYSTEM_INCREMENTAL = "system/incremental"
 FRAMEWORK_PREFIX = "framework/"

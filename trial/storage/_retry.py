@@ -27,6 +27,8 @@ from collections.abc import Callable, Mapping
 from dataclasses import dataclass, field
 from typing import Any, TypeVar
 
+from sdlocal.trial.errors import one_line
+
 T = TypeVar("T")
 
 RETRY_ENV = "SDLOCAL_S3_RETRY_S"
@@ -169,7 +171,7 @@ class _Outages:
             if endpoint in self._since:
                 return
             self._since[endpoint] = now
-        self._say(f"S3 at {endpoint} does not answer ({_one_line(err)}); retrying for up to {policy.total_s:g} s")
+        self._say(f"S3 at {endpoint} does not answer ({one_line(err, 300)}); retrying for up to {policy.total_s:g} s")
 
     def answered(self, endpoint: str, clock: Callable[[], float]) -> None:
         if endpoint not in self._since:  # the common case, without the lock
@@ -194,15 +196,11 @@ def add_outage_listener(listener: Callable[[str], None]) -> Callable[[], None]:
     return lambda: OUTAGES.listeners.remove(listener) if listener in OUTAGES.listeners else None
 
 
-def _one_line(err: BaseException) -> str:
-    return " ".join(str(err).split())[:300] or type(err).__name__
-
-
 class GaveUp(Exception):
     """A call failed for good: `cause` is the last error, `reason` says why it was not tried again."""
 
     def __init__(self, cause: BaseException, reason: str) -> None:
-        super().__init__(f"{_one_line(cause)} ({reason})" if reason else _one_line(cause))
+        super().__init__(f"{one_line(cause, 300)} ({reason})" if reason else one_line(cause, 300))
         self.cause = cause
         self.reason = reason
 

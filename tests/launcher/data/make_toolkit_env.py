@@ -47,7 +47,8 @@ print(json.dumps({"env": env.to_env_vars(), "cmd_args": env.to_cmd_args()}))
 
 def main(toolkit_python: str) -> None:
     sys.path.insert(0, str(HERE.parent.parent.parent))
-    from sdlocal.launcher.jobdir.folder import JobDir, write_configs
+    from sdlocal.launcher.jobdir.configs import write_configs
+    from sdlocal.launcher.jobdir.folder import JobDir
     from sdlocal.launcher.spec.model import JobSpec
 
     with tempfile.TemporaryDirectory() as tmp:

@@ -1,0 +1,49 @@
+"""`sdlocal s3 status | stop`: the embedded S3 server."""
+from __future__ import annotations
+
+import click
+
+
+@click.group()
+def s3() -> None:
+    """The embedded S3 server (a moto server shared by sdlocal commands)."""
+
+
+@s3.command("status")
+def s3_status() -> None:
+    """Say whether the embedded S3 server runs, where, and what it keeps on disk."""
+    from sdlocal.launcher.s3.embedded import EmbeddedS3
+    from sdlocal.launcher.settings import sdlocal_home
+
+    server = EmbeddedS3(sdlocal_home())
+    state = server.running()
+    click.echo(f"running at {state.url} (pid {state.pid})" if state else "not running")
+    usage = server.usage()
+    click.echo(f"data: {server.data_dir} ({usage.buckets} bucket(s), {usage.objects} object(s), "
+               f"{_size(usage.bytes)}; kept across restarts)")
+
+
+@s3.command("stop")
+@click.option("--discard-data", is_flag=True, help="Also delete its buckets and objects (kept otherwise).")
+def s3_stop(discard_data: bool) -> None:
+    """Stop the embedded S3 server (its data is kept for its next start unless --discard-data)."""
+    import shutil
+
+    from sdlocal.launcher.s3.embedded import EmbeddedS3
+    from sdlocal.launcher.settings import sdlocal_home
+
+    server = EmbeddedS3(sdlocal_home())
+    state = server.stop()
+    click.echo(f"stopped the embedded S3 server at {state.url} (pid {state.pid})" if state else "not running")
+    if discard_data:
+        shutil.rmtree(server.data_dir, ignore_errors=True)
+        click.echo(f"deleted its data ({server.data_dir})")
+    elif server.data_dir.is_dir():
+        click.echo(f"its data stays in {server.data_dir}")
+
+
+def _size(n: int) -> str:
+    if n < 1000:
+        return f"{n} bytes"
+    scale, unit = max(x for x in ((1e3, "KB"), (1e6, "MB"), (1e9, "GB")) if n >= x[0])
+    return f"{n / scale:.1f} {unit}"

@@ -1,0 +1,43 @@
+"""Every `SDLOCAL_*` setting the launcher reads, and the labels it puts on what it starts: one place,
+read at call time (never at import), so a test or a command can set them just before.
+
+| variable | what | default |
+|---|---|---|
+| `SDLOCAL_HOME` | the folder of job folders, the embedded S3's state and data, `serve`'s state | `~/.sdlocal` |
+| `SDLOCAL_RUNTIME` | `--runtime` of `run` and `serve`: `process`, `docker` or `auto` | `auto` |
+| `SDLOCAL_S3` | `--s3`: `embedded` or `aws` (the only way to Amazon S3 besides an endpoint URL) | not set |
+| `SDLOCAL_S3_RETRY_S` | how long every S3 call rides out an outage (trial/storage/_retry.py reads it) | 120 |
+
+The evaluator's environment contract (`SDLOCAL_JOB_NAME`, `SDLOCAL_RULE_OUTPUT`, ...) is not a
+setting: the launcher writes it for each evaluator from evaluator/contract.py.
+"""
+from __future__ import annotations
+
+import os
+from collections.abc import Mapping
+from pathlib import Path
+
+HOME = "SDLOCAL_HOME"
+RUNTIME = "SDLOCAL_RUNTIME"
+S3 = "SDLOCAL_S3"
+S3_CHOICES = ("embedded", "aws")
+
+# labels on every container, network and process sdlocal starts: who owns it
+LABEL_JOB = "sdlocal.job"  # the TrainingJobName
+LABEL_RUN = "sdlocal.run"  # one run of a job (docker runtime)
+LABEL_ROLE = "sdlocal.role"  # training | rule | s3-gateway
+LABEL_RULE = "sdlocal.rule"  # the RuleConfigurationName of an evaluator
+LABEL_IMAGE = "sdlocal.image"  # on sdlocal's images: training | evaluator
+
+
+def _env(environ: Mapping[str, str] | None) -> Mapping[str, str]:
+    return os.environ if environ is None else environ
+
+
+def sdlocal_home(environ: Mapping[str, str] | None = None) -> Path:
+    return Path(_env(environ).get(HOME) or Path.home() / ".sdlocal")
+
+
+def s3_choice(environ: Mapping[str, str] | None = None) -> str | None:
+    """SDLOCAL_S3 as given (checked where it is used, to name it in the error)."""
+    return _env(environ).get(S3) or None

@@ -34,7 +34,7 @@ from typing import Any, Protocol
 
 from sdlocal.evaluator.rule import Rule, Verdict, as_verdict
 from sdlocal.evaluator.status import RuleStatus, Status, client_error_details, condition_met_details
-from sdlocal.trial.errors import MissingCollectionFiles
+from sdlocal.trial.errors import MissingCollectionFiles, StorageError
 from sdlocal.trial.refresh import no_refresh
 
 NO_DEBUG_DATA = (
@@ -249,6 +249,7 @@ class _StepSource:
                     reached_end = True
                     break
                 verdict = self.rule.judge_step(candidate)
+                self._lost_data()
                 self.last_step = candidate
                 fire(verdict, candidate)
         self.step = None
@@ -258,6 +259,16 @@ class _StepSource:
         if self.end_check is not None:
             with no_refresh(self.trials):
                 fire(self.rule.judge(self.end_check), self.last_step)
+            self._lost_data()
+
+    def _lost_data(self) -> None:
+        """A step whose events file is missing is not "not saved": the verdict would not cover it.
+        The first such file (read by the rule, even where it caught the error) ends the rule Error."""
+        for each in self.trials:
+            missing = getattr(each, "missing_files", ())
+            if missing:
+                raise StorageError(f"{missing[0]} is missing: the trial's index names it, so the rule "
+                                   "cannot judge the step it holds")
 
     def where(self) -> str:
         return f" at step {self.step}" if self.step is not None else ""

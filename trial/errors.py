@@ -112,6 +112,18 @@ class TensorUnavailableForStep(TrialError):
         super().__init__(msg)
 
 
+
+class MissingEventsFile(TensorUnavailableForStep):
+    """The trial's index names an events file that is not there: its data is lost (deleted, or
+    never uploaded), not merely unsaved. A TensorUnavailableForStep for code written against
+    smdebug, with a message that names the file; sdlocal's evaluator ends the rule Error with it."""
+
+    def __init__(self, where: str, tname: str, step: int, mode: object = None) -> None:
+        super().__init__(tname, step, mode)
+        self.where = where
+        Exception.__init__(self, f"{where} is missing: the trial's index names it for step {step} "
+                                 f"(tensor {tname}), so that step's data cannot be read")
+
 class ShapeUnavailableForStep(TrialError):
     def __init__(self, tname: str, step: int, mode: object = None) -> None:
         self.tname = tname

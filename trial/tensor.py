@@ -135,8 +135,9 @@ class Tensor:
         try:
             return self.trial.read_record(loc)
         except FileNotFoundError:
-            # the index names an events file that is not there (deleted, or not uploaded)
-            raise TensorUnavailableForStep(self.name, step, mode) from None
+            # the index names an events file that is not there (deleted, or not uploaded): lost data,
+            # said by name (the trial keeps it in `missing_files` for its evaluator)
+            raise self.trial.missing_events_file(loc.key, self.name, step, mode) from None
 
     # ---- values ----------------------------------------------------------------------------
     def value(self, step_num: int, mode: ModeArg = ModeKeys.GLOBAL, worker: str | None = None) -> np.ndarray:

@@ -27,7 +27,7 @@ import numpy as np
 from sdlocal.trial._decode import read_value
 from sdlocal.trial._index import IndexState, Location, parse_index_key
 from sdlocal.trial.collection import CollectionsFile
-from sdlocal.trial.errors import MissingCollectionFiles, StorageError, TensorUnavailable
+from sdlocal.trial.errors import MissingCollectionFiles, MissingEventsFile, StorageError, TensorUnavailable
 from sdlocal.trial.modes import ModeKeys, to_mode
 from sdlocal.trial.mutable_collection import MutableCollection
 from sdlocal.trial.steps import StepState, step_state, wait_for_steps, within_wait_window
@@ -84,6 +84,10 @@ class Trial:
         self._tensor_objects: dict[str, Tensor] = {}
         self._sorted: dict[ModeKeys | None, tuple[int, list[int]]] = {}
         self._wait_window = max(2, int(os.environ.get(INCOMPLETE_STEP_WAIT_WINDOW_KEY, INCOMPLETE_STEP_WAIT_WINDOW_DEFAULT)))
+        # events files the index names and that are not there (lost data): each raised as
+        # MissingEventsFile when read, and kept here so that a reader that swallows that error (a
+        # rule catching TensorUnavailableForStep) cannot hide it from the evaluator
+        self.missing_files: list[str] = []
 
     def __repr__(self) -> str:
         return f"<Trial {self.name!r} at {self.storage.uri}>"
@@ -411,6 +415,12 @@ class Trial:
         return self._values_by_suffix(step, mode, regex="predictions*")
 
     # ---- reading ---------------------------------------------------------------------------
+    def missing_events_file(self, key: str, tname: str, step: int, mode: Any) -> MissingEventsFile:
+        where = f"{self.storage.uri.rstrip('/')}/{key}"
+        if where not in self.missing_files:
+            self.missing_files.append(where)
+        return MissingEventsFile(where, tname, step, mode)
+
     def read_record(self, loc: Location) -> np.ndarray:
         """The value stored at `loc`: a ranged read, checked framing, decoded (trial/_decode.py)."""
         try:

@@ -157,11 +157,16 @@ def _platform_args() -> list[str]:
 
 
 def _run(cmd: Sequence[str], echo: Echo, run: Runner) -> None:
+    """Run a build step; a failure shows its last output lines, then one error line naming the step
+    and the last line that says what went wrong."""
     echo("$ " + " ".join(cmd))
     result = run(list(cmd), stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True)
     if result.returncode != 0:
-        tail = "\n".join((result.stdout or "").strip().splitlines()[-15:])
-        raise ImageError(f"`{' '.join(cmd[:6])} ...` failed (exit {result.returncode}):\n{tail}")
+        lines = (result.stdout or "").strip().splitlines()
+        for line in lines[-15:]:
+            echo(f"  {line}")
+        errors = [line for line in lines if line.lstrip().startswith("ERROR")] or lines or ["no output"]
+        raise ImageError(f"`{' '.join(cmd[:6])} ...` failed (exit {result.returncode}): {errors[-1].strip()}")
 
 
 def build_wheelhouse(
@@ -196,7 +201,9 @@ def build_wheelhouse(
             (wheelhouse / name).write_text(text)
     own = wheelhouse / "sdlocal"
     shutil.rmtree(own, ignore_errors=True)
-    _run([*pip, "wheel", "-q", "--no-deps", "--no-build-isolation", "-w", str(own), str(source)], echo, run)
+    # built as pip builds any project: in an isolated environment with the build backend it asks
+    # for (hatchling, from the package index), so the README's install line is all a user needs
+    _run([*pip, "wheel", "-q", "--no-deps", "-w", str(own), str(source)], echo, run)
     return wheelhouse
 
 

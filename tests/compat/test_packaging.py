@@ -5,7 +5,9 @@ from __future__ import annotations
 
 import subprocess
 import sys
+import sysconfig
 import venv
+import zipfile
 from pathlib import Path
 
 import pytest
@@ -85,3 +87,55 @@ def test_use_sdlocal_smdebug_replaces_a_loaded_real_one(tmp_path: Path) -> None:
     out = subprocess.run([sys.executable, "-c", code, str(tmp_path / "real")], check=True,
                          capture_output=True, text=True, cwd=REPO_ROOT)
     assert out.stdout.strip() == "True"
+
+
+# ---- one installed namespace: sdlocal.* (and the smdebug facade), nothing else --------------------
+
+OLD_TOP_LEVEL = ("trial", "hook", "evaluator", "launcher")
+IMPORTS = ("import sdlocal, sdlocal.trial, sdlocal.hook.run, sdlocal.evaluator.__main__, sdlocal.launcher.cli, "
+           "sdlocal.launcher.serve.app, smdebug.trials; print(sdlocal.__file__)")
+
+
+def _not_importable(python: str, cwd: Path) -> list[str]:
+    """The old top-level names that import (none may)."""
+    code = ("import importlib, sys\nfound = []\nfor name in sys.argv[1:]:\n    try:\n        importlib.import_module(name)\n"
+            "    except ModuleNotFoundError:\n        continue\n    found.append(name)\nprint(' '.join(found))")
+    out = subprocess.run([python, "-c", code, *OLD_TOP_LEVEL], check=True, capture_output=True, text=True, cwd=cwd)
+    return out.stdout.split()
+
+
+def test_this_installation_has_one_namespace(tmp_path: Path) -> None:
+    """This environment's install of the checkout (editable in CI): sdlocal.* maps onto the
+    repository's folders; `import trial` and the other old names fail."""
+    out = subprocess.run([sys.executable, "-c", IMPORTS], check=True, capture_output=True, text=True, cwd=tmp_path)
+    assert Path(out.stdout.strip()).parent.name == "sdlocal"
+    assert _not_importable(sys.executable, tmp_path) == []
+    cli = subprocess.run([sys.executable, "-m", "sdlocal", "--help"], capture_output=True, text=True, cwd=tmp_path)
+    assert cli.returncode == 0 and "Usage: sdlocal" in cli.stdout
+
+
+def test_sdist_to_wheel_installs_the_namespace(tmp_path: Path) -> None:
+    """sdist -> wheel (how a package index builds it): the folders land under sdlocal/, the
+    smdebug facade under sdlocal/compat with its .pth; no old top-level name is installed."""
+    subprocess.run([sys.executable, "-m", "hatchling", "build", "-t", "sdist", "-d", str(tmp_path / "dist")],
+                   check=True, capture_output=True, cwd=REPO_ROOT)
+    (sdist,) = (tmp_path / "dist").glob("sdlocal-*.tar.gz")
+    subprocess.run([sys.executable, "-m", "pip", "wheel", "-q", "--no-deps", "--no-build-isolation",
+                    "-w", str(tmp_path / "wheel"), str(sdist)], check=True, capture_output=True)
+    (whl,) = (tmp_path / "wheel").glob("sdlocal-*.whl")
+    with zipfile.ZipFile(whl) as zf:
+        tops = {name.split("/", 1)[0] for name in zf.namelist()}
+        names = set(zf.namelist())
+    assert tops == {"sdlocal", "sdlocal-smdebug.pth", f"{whl.name.split('-')[0]}-{whl.name.split('-')[1]}.dist-info"}
+    for must in ("sdlocal/trial/trial.py", "sdlocal/hook/run.py", "sdlocal/evaluator/__main__.py",
+                 "sdlocal/launcher/cli/__init__.py", "sdlocal/launcher/job/run.py", "sdlocal/compat/smdebug/__init__.py"):
+        assert must in names, must
+    # installed in a venv that sees this environment's packages for the dependencies (a folder on
+    # its path: the .pth files there, this checkout's editable install among them, are not run)
+    env = tmp_path / "venv"
+    venv.EnvBuilder(with_pip=True).create(env)
+    (_site_packages(env) / "deps.pth").write_text(sysconfig.get_paths()["purelib"] + "\n")
+    subprocess.run([_python(env), "-m", "pip", "install", "-q", "--no-deps", str(whl)], check=True)
+    out = subprocess.run([_python(env), "-c", IMPORTS], check=True, capture_output=True, text=True, cwd=tmp_path)
+    assert Path(out.stdout.strip()).parent == _site_packages(env) / "sdlocal"
+    assert _not_importable(_python(env), tmp_path) == []

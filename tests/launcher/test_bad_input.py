@@ -6,6 +6,7 @@ from __future__ import annotations
 
 import json
 import os
+import shutil
 import subprocess
 import sys
 import uuid
@@ -23,7 +24,7 @@ EXAMPLES = REPO / "examples"
 def sdlocal(args: list[str], home: Path, *, endpoint: str | None, cwd: Path, env: dict[str, str] | None = None,
             timeout: float = 180) -> subprocess.CompletedProcess[str]:
     base = {k: v for k, v in os.environ.items() if not k.startswith(("AWS_", "SDLOCAL_"))}
-    base.update({"PYTHONPATH": str(REPO), "SDLOCAL_HOME": str(home), "SDLOCAL_RUNTIME": "process"})
+    base.update({"SDLOCAL_HOME": str(home), "SDLOCAL_RUNTIME": "process"})
     if env is None:
         base.update({"AWS_ACCESS_KEY_ID": "testing", "AWS_SECRET_ACCESS_KEY": "testing",
                      "AWS_DEFAULT_REGION": "us-east-1"})
@@ -338,3 +339,17 @@ def test_debug_shows_the_traceback(workspace: Path) -> None:
     result = sdlocal(["--debug", "run", str(spec)], workspace / "home", endpoint=None, cwd=workspace)
     assert result.returncode == 1 and "Traceback" in result.stderr and "SpecError" in result.stderr
 
+
+
+@pytest.mark.parametrize("rule", ["VanishingGradient", "ExplodingTensor"])
+def test_evaluate_names_an_events_file_the_index_names_but_that_is_missing(workspace: Path, fixture_trials: Path,
+                                                                           rule: str) -> None:
+    """A step whose data is lost is not a step that was not saved: `evaluate` ends Error naming the
+    file (before, the step was skipped and the rule said NoIssuesFound, exit 0)."""
+    trial = workspace / "trial"
+    shutil.copytree(fixture_trials / "vanishing", trial)
+    events = sorted((trial / "events").rglob("*.tfevents"))[3]
+    events.unlink()
+    result = sdlocal(["evaluate", str(trial), "--rule", rule], workspace / "home", endpoint=None, cwd=workspace)
+    line = one_error_line(result, str(events.relative_to(trial)), "is missing")
+    assert "the trial's index names it" in line

@@ -8,7 +8,7 @@ before sending: the whole call fails), so a blank line is sent as a single space
 counting CloudWatch's 26 bytes of overhead) is sent as several events. Calls stay within
 PutLogEvents' limits (10,000 events, 1,048,576 bytes counting 26 bytes per event). The file
 offset moves on only after a successful call; a failed call is tried again at the next round
-and said once (`on_error`), not at every try.
+(a log group or stream that went away made again) and said once (`on_error`), not at every try.
 """
 from __future__ import annotations
 
@@ -203,8 +203,12 @@ class LogPump:
         sent = 0
         for batch in batches(lines, self._skip):
             now = max(int(self.clock() * 1000), self._last_ms)  # never earlier than what was sent
-            self.logs.put_log_events(logGroupName=LOG_GROUP, logStreamName=self.stream,
-                                     logEvents=[{"timestamp": now, "message": m} for m in batch.messages])
+            try:
+                self.logs.put_log_events(logGroupName=LOG_GROUP, logStreamName=self.stream,
+                                         logEvents=[{"timestamp": now, "message": m} for m in batch.messages])
+            except self.logs.exceptions.ResourceNotFoundException:
+                self._created = False  # the group or stream went away: made again at the next try
+                raise
             self._last_ms = now
             self._offset, self._skip = batch.offset, batch.skip
             sent += len(batch.messages)

@@ -29,14 +29,18 @@ TENSORBOARD_CONFIG_ENV = "TENSORBOARD_CONFIG_FILE_PATH"
 DEFAULT_TENSORBOARD_CONFIG = "/opt/ml/input/config/tensorboardoutputconfig.json"
 
 
+def config_path() -> str:
+    """The job's TensorBoardOutputConfig file: `$TENSORBOARD_CONFIG_FILE_PATH`, else SageMaker's path."""
+    return os.environ.get(TENSORBOARD_CONFIG_ENV) or DEFAULT_TENSORBOARD_CONFIG
+
+
 def job_dir(configured: str | None) -> str | None:
     """Where a hook writes TensorBoard files: the LocalPath of the job's TensorBoardOutputConfig
     (`$TENSORBOARD_CONFIG_FILE_PATH`, else SageMaker's path; the launcher uploads that folder to
     the config's S3OutputPath while the job runs), else `configured` (the hook config's
     export_tensorboard / tensorboard_dir), else None."""
-    path = os.environ.get(TENSORBOARD_CONFIG_ENV) or DEFAULT_TENSORBOARD_CONFIG
     try:
-        data = json.loads(open(path).read())
+        data = json.loads(open(config_path()).read())
     except (OSError, ValueError):
         return configured
     local = data.get("LocalPath") if isinstance(data, dict) else None

@@ -41,6 +41,7 @@ from pathlib import Path
 from typing import Any
 
 from sdlocal.hook._detailed import DetailedProfiler
+from sdlocal.hook._job_paths import job_path
 from sdlocal.hook.errors import HookConfigError
 from sdlocal.hook.profiler_config import ProfileRange, ProfilerConfig
 from sdlocal.trial.modes import ModeKeys
@@ -156,7 +157,7 @@ class Timeline:
         # Epoch ns; the per-step marks keep ns (time.time_ns is called directly, no Python frame),
         # the writer thread turns them into the trace's µs.
         self._clock_ns = clock_ns
-        self.root = Path(config.local_path)
+        self.root = Path(job_path(config.local_path))  # SageMaker's /opt/ml/...: the job's folder
         self._node = node
         # Trace times are relative to this (each file says so): before any event can happen.
         self.start_time_us = self.clock_us()

@@ -35,6 +35,7 @@ import torch
 from sdlocal.hook import _current, _tensorboard, _timeline
 from sdlocal.hook import _members as members
 from sdlocal.hook._async_writer import AsyncWriter
+from sdlocal.hook._job_paths import job_path
 from sdlocal.hook._serialize import (
     RAW_ONLY,
     CloseJob,
@@ -82,12 +83,13 @@ class Hook:
                  max_pending_steps: int = 16, dry_run: bool = False, auto: bool = False,
                  tensorboard_dir: str | Path | None = None, tensorboard_from_job: bool = True) -> None:
         self.config = config if config is not None else HookConfig.from_dict({})
-        self.out_dir = Path(out_dir if out_dir is not None else self.config.local_path)
+        # a SageMaker container path (/opt/ml/...) is the job's folder (hook._job_paths)
+        self.out_dir = Path(job_path(out_dir if out_dir is not None else self.config.local_path))
         # TensorBoard: the given folder, else (tensorboard_from_job) the job's TensorBoardOutputConfig
         # or the hook config's export_tensorboard/tensorboard_dir (hook._tensorboard.job_dir).
         if tensorboard_dir is None and tensorboard_from_job:
             tensorboard_dir = _tensorboard.job_dir(self.config.tensorboard_dir)
-        self._tb_dir = Path(tensorboard_dir) if tensorboard_dir is not None else None
+        self._tb_dir = Path(job_path(tensorboard_dir)) if tensorboard_dir is not None else None
         self._tb: TensorBoardWriter | None = None
         self.auto = auto  # the zero-code hook of `python -m sdlocal.hook.run`: hands over to a script's hook
         self._max_pending = max_pending_steps

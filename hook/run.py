@@ -4,6 +4,10 @@ script runs unchanged (as on SageMaker without a DebugHookConfig or ProfilerConf
 profiler config only, the attached hook records the framework timeline (hook._timeline) and saves
 no tensor. A bad config of either kind fails before torch is even imported.
 
+In a training job whose code directory (the working directory) holds a requirements.txt, it is
+first installed into the job's own environment and this re-executes itself with that
+environment's interpreter (hook._requirements); a failed install fails the training.
+
 When the script ends (or fails), the zero-code hook and the script's own current hook (smdebug's
 singleton; hook._current) are closed here, so their last step, collections file and end marker
 are written and a write error turns into exit code 1; the framework timeline's files are closed
@@ -20,7 +24,7 @@ import sys
 from collections.abc import Callable, Sequence
 from typing import TYPE_CHECKING
 
-from sdlocal.hook import _current, _timeline
+from sdlocal.hook import _current, _requirements, _timeline
 from sdlocal.hook.config import HookConfig
 from sdlocal.hook.errors import HookError
 from sdlocal.hook.profiler_config import ProfilerConfig
@@ -42,6 +46,10 @@ def main(argv: Sequence[str] | None = None) -> int:
     if not os.path.isfile(script):
         print(f"sdlocal.hook.run: no such script: {script}", file=sys.stderr)
         return 2
+    # the code directory's requirements.txt, into the job's environment (re-executes this in it)
+    failed = _requirements.prepare(args)
+    if failed is not None:
+        return failed
     config_path = HookConfig.default_path()
     config: HookConfig | None = None
     xgb_config: HookConfig | None = None

@@ -32,6 +32,7 @@ import numpy as np
 import xgboost as xgb
 
 from sdlocal.hook import _current, _tensorboard
+from sdlocal.hook._job_paths import job_path
 from sdlocal.hook._step_record import write_record
 from sdlocal.hook._tensorboard import TensorBoardWriter
 from sdlocal.hook.config import HookConfig
@@ -139,11 +140,12 @@ class Hook(xgb.callback.TrainingCallback):
                  dry_run: bool = False, auto: bool = False) -> None:
         super().__init__()
         self.config = config if config is not None else HookConfig.from_dict({}, framework="xgboost")
-        self.out_dir = Path(out_dir if out_dir is not None else self.config.local_path)
+        # a SageMaker container path (/opt/ml/...) is the job's folder (hook._job_paths)
+        self.out_dir = Path(job_path(out_dir if out_dir is not None else self.config.local_path))
         self.hyperparameters = dict(hyperparameters) if hyperparameters else None
         self.train_data = train_data
         self.validation_data = validation_data
-        self.tensorboard_dir = str(tensorboard_dir) if tensorboard_dir is not None else None
+        self.tensorboard_dir = job_path(tensorboard_dir) if tensorboard_dir is not None else None
         self.dry_run = dry_run
         self.auto = auto
         self.step = -1

@@ -1,6 +1,6 @@
 """The launcher's one error hierarchy, and how the CLI shows any error in one line.
 
-Every error sdlocal raises on purpose derives from `trial.errors.OneLineError` (this package's
+Every error sdlocal raises on purpose derives from `sdlocal.trial.errors.OneLineError` (this package's
 `LauncherError`, and the trial, hook and evaluator packages' bases): it prints itself as one line
 naming its culprit (a field, a file, an S3 key) and carries its exit code. `describe` turns any
 other exception into such a line too: S3 and Docker errors are named after their service; anything

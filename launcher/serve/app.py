@@ -119,7 +119,8 @@ class ServeServer:
     def _create_job(self, request: Mapping[str, Any], spec: JobSpec) -> ServedJob:
         job_dir = job_folder(self.home, spec.job_name)
         return ServedJob(request, spec, job_dir=job_dir, endpoint=self.endpoint, run=self._run_job,
-                         logs=self.client("logs"), region=REGION)
+                         logs=self.client("logs"), region=REGION,
+                         on_log_error=lambda message: self.echo(f"[{spec.job_name}] Warning: {message}"))
 
     def _run_job(self, job: ServedJob) -> None:
         from sdlocal.launcher.runtime.selection import select_runtime

@@ -60,7 +60,7 @@ class ServedJob:
 
     def __init__(self, request: Mapping[str, Any], spec: JobSpec, *, job_dir: JobDir, endpoint: S3Endpoint,
                  run: Callable[[ServedJob], Any], logs: Any, region: str,
-                 clock: Callable[[], float] = time.time) -> None:
+                 clock: Callable[[], float] = time.time, on_log_error: Callable[[str], None] = lambda m: None) -> None:
         self.request = dict(request)
         self.spec = spec
         self.job_dir = job_dir
@@ -77,7 +77,7 @@ class ServedJob:
         self.training_end: float | None = None
         self.transitions: list[Transition] = [Transition("Starting", "Preparing the instances for training",
                                                          self.created)]
-        self.pump = LogPump(logs, spec.job_name, job_dir.logs / "training.log", clock=clock)
+        self.pump = LogPump(logs, spec.job_name, job_dir.logs / "training.log", clock=clock, on_error=on_log_error)
         self._run = run
         self._lock = threading.Lock()
         self._thread = threading.Thread(target=self._main, name=f"job-{spec.job_name}", daemon=True)
@@ -108,6 +108,8 @@ class ServedJob:
     # -- progress ----------------------------------------------------------------------------------
     def phase(self, status: str, message: str) -> None:
         """JobLifecycle's on_phase: a new SecondaryStatus (the previous one ends now)."""
+        if status in _SECONDARY_OF or status == "MaxRuntimeExceeded":
+            self.pump.finish()  # the whole log is in CloudWatch before the job reads as ended
         with self._lock:
             now = self.clock()
             if status == "Training":

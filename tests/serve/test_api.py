@@ -117,3 +117,43 @@ def test_other_services_reach_moto(server: ServeServer) -> None:
     sm = client(server)
     code, message = error_of(sm.list_endpoints)
     assert code == "UnknownOperationException" and "ListEndpoints" in message
+
+
+def test_a_log_outage_is_said_once_and_the_log_goes_on(tmp_path: Path) -> None:
+    """CloudWatch Logs loses the job's log group while the job runs: the serve log says so once
+    (not at each try), the group and stream are made again and the later lines arrive."""
+    import io
+    import tarfile
+
+    lines: list[str] = []
+    srv = ServeServer(tmp_path / "home", port=0, runtime="process", echo=lines.append)
+    srv.start()
+    try:
+        script = ("import time\nfor i in range(40):\n    print(f'line {i}', flush=True)\n"
+                  "    if i == 19:\n        time.sleep(6)\n    time.sleep(0.05)\n")
+        buf = io.BytesIO()
+        with tarfile.open(fileobj=buf, mode="w:gz") as tar:
+            info = tarfile.TarInfo("train.py")
+            info.size = len(script)
+            tar.addfile(info, io.BytesIO(script.encode()))
+        client(srv, "s3").put_object(Bucket="sdlocal", Key="log-outage/source/sourcedir.tar.gz", Body=buf.getvalue())
+        sm, logs = client(srv), client(srv, "logs")
+        sm.create_training_job(**request("log-outage"))
+        group = "/aws/sagemaker/TrainingJobs"
+        deadline = time.monotonic() + 60
+        while not logs.describe_log_streams(logGroupName=group, logStreamNamePrefix="log-outage/")["logStreams"]:
+            assert time.monotonic() < deadline
+            time.sleep(0.2)
+        time.sleep(1.5)  # the first lines are in; the training sleeps after line 19
+        logs.delete_log_group(logGroupName=group)
+        assert wait_status(sm, "log-outage")["TrainingJobStatus"] == "Completed"
+        stream = logs.describe_log_streams(logGroupName=group, logStreamNamePrefix="log-outage/")["logStreams"]
+        events = logs.get_log_events(logGroupName=group, logStreamName=stream[0]["logStreamName"],
+                                     startFromHead=True)["events"]
+        assert [e["message"] for e in events][-20:] == [f"line {i}" for i in range(20, 40)]
+    finally:
+        assert srv.stop(timeout=60) == []
+    warnings = [line for line in lines if "CloudWatch Logs" in line]
+    assert len(warnings) == 1, lines
+    assert warnings[0].startswith("[log-outage] Warning: sending the training log to CloudWatch Logs failed, "
+                                  "trying again: ResourceNotFoundException")

@@ -13,8 +13,10 @@ them called for every module (the model's, its submodules, the registered losses
 parameter, as smdebug does; otherwise sdlocal's faster per-module hooks save the same names.
 
 Where a training job runs (a hook config file exists): `out_dir=None` and SageMaker's
-`/opt/ml/output/tensors` mean the job's tensors folder (smdebug requires an out_dir); any other
-out_dir is written as given and is not uploaded to the job's debug-output.
+`/opt/ml/output/tensors` mean the job's tensors folder (smdebug requires an out_dir); other
+SageMaker container paths (`/opt/ml/...`, a `tensorboard_dir` too) the job's same folder
+(hook/_job_paths.py, shared with the XGBoost hook); any other out_dir is written as given and is
+not uploaded to the job's debug-output.
 """
 from __future__ import annotations
 
@@ -30,10 +32,10 @@ import numpy as np
 import torch
 
 from sdlocal.hook import pytorch as engine
-from sdlocal.hook.config import DEFAULT_LOCAL_PATH, HookConfig
+from sdlocal.hook._job_paths import job_tensorboard_dir, resolve_out_dir, resolve_tensorboard_dir
+from sdlocal.hook.config import HookConfig
 from sdlocal.hook.errors import HookConfigError, HookError
 from sdlocal.trial.modes import ModeKeys, to_mode
-from sdlocal.trial.writer import END_MARKER
 from smdebug.core.reduction_config import ReductionConfig
 from smdebug.core.save_config import SaveConfig, changes
 from smdebug.pytorch import _convert
@@ -41,48 +43,6 @@ from smdebug.pytorch.collection import Collection, CollectionManager
 
 logger = logging.getLogger("smdebug")
 
-TENSORBOARD_CONFIG_ENV = "TENSORBOARD_CONFIG_FILE_PATH"
-DEFAULT_TENSORBOARD_CONFIG = "/opt/ml/input/config/tensorboardoutputconfig.json"
-
-
-def _job_local_path() -> str | None:
-    """The running job's tensors folder (LocalPath of its hook config), None outside a job."""
-    path = HookConfig.default_path()
-    try:
-        data = json.loads(Path(path).read_text())
-    except (OSError, ValueError):
-        return None
-    local = data.get("LocalPath") if isinstance(data, dict) else None
-    return local if isinstance(local, str) and local else DEFAULT_LOCAL_PATH
-
-
-def _resolve_out_dir(out_dir: str | os.PathLike[str] | None) -> Path:
-    job = _job_local_path()
-    if out_dir is None:
-        if job is None:
-            raise HookError("Hook: out_dir is a required argument outside a training job")
-        return Path(job)
-    text = os.fspath(out_dir)
-    if text.startswith("s3://"):
-        raise HookError(f"Hook(out_dir={text!r}): sdlocal's hook writes local folders only; in a training "
-                        "job leave out_dir out (the job uploads its tensors folder to S3)")
-    path = Path(os.path.expanduser(text))
-    if job is not None and os.path.normpath(path) == DEFAULT_LOCAL_PATH and os.path.normpath(job) != DEFAULT_LOCAL_PATH:
-        logger.info("out_dir %s is SageMaker's tensors folder: this job's is %s, used instead", path, job)
-        path = Path(job)
-    elif job is not None and os.path.normpath(path.absolute()) != os.path.normpath(Path(job).absolute()):
-        logger.warning("sdlocal: this hook writes to %s, not to the job's tensors folder %s: what it saves is "
-                       "not uploaded to the job's debug-output and the job's rules do not see it", path, job)
-    if (path / END_MARKER).exists():
-        raise HookError(f"Hook: out_dir {path} holds a finished trial ({END_MARKER}); smdebug does not write "
-                        "into one: remove it or choose another out_dir")
-    return path
-
-
-def _tensorboard_dir(export: bool, tensorboard_dir: str | None, out_dir: Path) -> str | None:
-    if tensorboard_dir is not None:
-        return os.path.expanduser(tensorboard_dir)
-    return str(out_dir / "tensorboard") if export else None
 
 
 def _as_list(value: Any) -> list[str]:
@@ -112,13 +72,13 @@ class Hook(engine.Hook):
                  reduction_config: ReductionConfig | None = None, save_config: Any = None,
                  include_regex: list[str] | str | None = None, include_collections: list[str] | None = None,
                  save_all: bool = False, include_workers: str = "one") -> None:
-        path = _resolve_out_dir(out_dir)
+        path = resolve_out_dir(out_dir, logger)
         if include_workers not in ("one", "all"):
             raise HookConfigError("include_workers", f"expected 'one' or 'all', got {include_workers!r}")
         if reduction_config is not None and not isinstance(reduction_config, ReductionConfig):
             raise HookConfigError("reduction_config", f"expected a ReductionConfig, got {reduction_config!r}")
         self.export_tensorboard = bool(export_tensorboard)
-        self.tensorboard_dir = _tensorboard_dir(self.export_tensorboard, tensorboard_dir, path)
+        self.tensorboard_dir = resolve_tensorboard_dir(self.export_tensorboard, tensorboard_dir, path)
         self.dry_run = bool(dry_run)
         self.save_config = SaveConfig.parse(save_config)
         self.reduction_config = reduction_config if reduction_config is not None else ReductionConfig(save_raw_tensor=True)
@@ -162,7 +122,7 @@ class Hook(engine.Hook):
         config = HookConfig.from_json_file(path)
         hook_params = json.loads(path.read_text()).get("HookParameters") or {}
         if "TRAINING_JOB_NAME" in os.environ:  # SageMaker: TensorBoard only with a TensorBoardOutputConfig
-            tb_dir = _tensorboard_from_config()
+            tb_dir = job_tensorboard_dir()
             export = tb_dir is not None
         else:
             tb_dir = hook_params.get("tensorboard_dir")
@@ -381,12 +341,3 @@ class Hook(engine.Hook):
                 f"    reduction_config={self.reduction_config},\n    save_all={self.save_all},\n"
                 f"    dry_run={self.dry_run},\n)")
 
-
-def _tensorboard_from_config() -> str | None:
-    path = os.environ.get(TENSORBOARD_CONFIG_ENV, DEFAULT_TENSORBOARD_CONFIG)
-    try:
-        data = json.loads(Path(path).read_text())
-    except (OSError, ValueError):
-        return None
-    local = data.get("LocalPath") if isinstance(data, dict) else None
-    return local if isinstance(local, str) else None

@@ -5,12 +5,13 @@ reduction_config (ignored, as smdebug), save_config, include_regex, include_coll
 metrics), save_all, include_workers, hyperparameters, train_data, validation_data),
 `create_from_json_file()`, and the attributes scripts set after creating it from the job's config
 (`hook.hyperparameters = params; hook.train_data = dtrain; hook.validation_data = dval`).
-`out_dir=None` in a job means the job's tensors folder.
+`out_dir` as the PyTorch hook's (hook/_job_paths.py): `None` or SageMaker's `/opt/ml/output/tensors`
+in a job mean the job's tensors folder, other `/opt/ml` paths (a `tensorboard_dir` too) the job's
+same folder; `s3://` is refused, a folder holding a finished trial too (as smdebug).
 """
 from __future__ import annotations
 
 import errno
-import json
 import logging
 import os
 from pathlib import Path
@@ -18,8 +19,9 @@ from typing import Any
 
 from sdlocal.hook import _current, _tensorboard
 from sdlocal.hook import xgboost as engine
-from sdlocal.hook.config import DEFAULT_LOCAL_PATH, HookConfig
-from sdlocal.hook.errors import HookConfigError, HookError
+from sdlocal.hook._job_paths import resolve_out_dir, resolve_tensorboard_dir
+from sdlocal.hook.config import HookConfig
+from sdlocal.hook.errors import HookConfigError
 from sdlocal.trial.modes import ModeKeys
 from smdebug.core.save_config import SaveConfig
 
@@ -27,15 +29,6 @@ logger = logging.getLogger("smdebug")
 
 DEFAULT_INCLUDE_COLLECTIONS = ("metrics",)
 DEFAULT_SAVE_INTERVAL = 10
-
-
-def _job_local_path() -> str | None:
-    try:
-        data = json.loads(Path(HookConfig.default_path()).read_text())
-    except (OSError, ValueError):
-        return None
-    local = data.get("LocalPath") if isinstance(data, dict) else None
-    return local if isinstance(local, str) and local else DEFAULT_LOCAL_PATH
 
 
 def _as_list(value: Any) -> list[str]:
@@ -64,12 +57,7 @@ class Hook(engine.Hook):
                  include_collections: list[str] | None = None, save_all: bool = False,
                  include_workers: str = "one", hyperparameters: dict[str, Any] | None = None,
                  train_data: Any = None, validation_data: Any = None) -> None:
-        if out_dir is None:
-            out_dir = _job_local_path()
-            if out_dir is None:
-                raise HookError("Hook: out_dir is a required argument outside a training job")
-        if str(out_dir).startswith("s3://"):
-            raise HookError(f"Hook(out_dir={out_dir!r}): sdlocal's hook writes local folders only")
+        path = resolve_out_dir(out_dir, logger)
         if include_workers not in ("one", "all"):
             raise HookConfigError("include_workers", f"expected 'one' or 'all', got {include_workers!r}")
         if reduction_config is not None:
@@ -83,15 +71,14 @@ class Hook(engine.Hook):
             params["save_all"] = "true"
         params["include_workers"] = include_workers
         names = _as_list(include_collections) if include_collections is not None else list(DEFAULT_INCLUDE_COLLECTIONS)
-        config = HookConfig.from_dict({"LocalPath": str(out_dir), "HookParameters": params,
+        config = HookConfig.from_dict({"LocalPath": str(path), "HookParameters": params,
                                        "CollectionConfigurations": [{"CollectionName": n} for n in names]},
                                       framework="xgboost")
         self.export_tensorboard = bool(export_tensorboard)
-        tb = os.path.expanduser(tensorboard_dir) if tensorboard_dir else (
-            os.path.join(str(out_dir), "tensorboard") if export_tensorboard else None)
+        tb = resolve_tensorboard_dir(self.export_tensorboard, tensorboard_dir or None, path)
         self.save_config = sc
         self.include_collections = names
-        super().__init__(config, out_dir=os.path.expanduser(str(out_dir)), hyperparameters=hyperparameters,
+        super().__init__(config, out_dir=path, hyperparameters=hyperparameters,
                          train_data=engine.load_data(train_data, "train_data"),
                          validation_data=engine.load_data(validation_data, "validation_data"),
                          tensorboard_dir=tb, dry_run=dry_run)

@@ -45,6 +45,22 @@ def moto_server() -> Iterator[str]:
         server.stop()
 
 
+@pytest.fixture(scope="session")
+def _session_home(tmp_path_factory: pytest.TempPathFactory) -> Iterator[Path]:
+    """The SDLOCAL_HOME of this session (of this xdist worker, when the suite runs in parallel): its
+    running-job records and embedded S3 are never the user's ~/.sdlocal nor another worker's."""
+    home = tmp_path_factory.mktemp("sdlocal-home")
+    yield home
+    from sdlocal.launcher.s3.embedded import EmbeddedS3
+
+    EmbeddedS3(home).stop()  # one a test started through this home
+
+
+@pytest.fixture(autouse=True)
+def _sdlocal_home(_session_home: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    monkeypatch.setenv("SDLOCAL_HOME", str(_session_home))
+
+
 @pytest.fixture(autouse=True)
 def _fake_aws_credentials(monkeypatch: pytest.MonkeyPatch) -> None:
     # Never let a test reach real AWS with someone's credentials.

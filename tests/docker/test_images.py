@@ -198,7 +198,7 @@ def test_evaluator_without_env_exits_with_the_one_line_contract_error(
 @pytest.mark.docker
 def test_evaluator_is_non_root_without_torch(docker_client: Any, sdlocal_images: SdlocalImages) -> None:
     probe = ("import importlib.util, os; print(os.getuid(), os.getcwd(), importlib.util.find_spec('torch') is None);"
-             "import sdlocal.evaluator.registry, trial.proto, boto3")
+             "import sdlocal.evaluator.registry, sdlocal.trial.proto, boto3")
     code, logs = _run(docker_client, sdlocal_images.evaluator, entrypoint=["python", "-c", probe])
     assert code == 0, logs
     assert logs.split() == ["1000", "/tmp", "True"]

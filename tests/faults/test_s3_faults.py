@@ -33,7 +33,7 @@ def start_job(job: str, home: Path, endpoint: str | None, *params: str) -> subpr
     env = {**os.environ, "SDLOCAL_HOME": str(home)}
     env.pop("AWS_ENDPOINT_URL_S3", None)
     endpoint_args = ["--s3-endpoint-url", endpoint] if endpoint else []
-    if endpoint is None:  # the embedded S3: no AWS credentials anywhere, else sdlocal would pick Amazon S3
+    if endpoint is None:  # the embedded S3 (no AWS credentials anywhere, as on a fresh machine)
         for name in ("AWS_ACCESS_KEY_ID", "AWS_SECRET_ACCESS_KEY", "AWS_PROFILE", "AWS_SESSION_TOKEN"):
             env.pop(name, None)
         env["AWS_SHARED_CREDENTIALS_FILE"] = env["AWS_CONFIG_FILE"] = str(home / "no-aws-files")
@@ -114,7 +114,19 @@ def finish(proc: subprocess.Popen[str], timeout: float = 400) -> tuple[dict[str,
         proc.kill()
     assert proc.returncode == 0, err
     assert "Training completed" in err, err
-    return {s["RuleConfigurationName"]: s["RuleEvaluationStatus"] for s in json.loads(out)}, err
+    return Verdicts({s["RuleConfigurationName"]: s["RuleEvaluationStatus"] for s in json.loads(out)},
+                    details=out), err
+
+
+class Verdicts(dict[str, str]):
+    """The rules' statuses; shows their StatusDetails when a comparison fails."""
+
+    def __init__(self, statuses: dict[str, str], details: str) -> None:
+        super().__init__(statuses)
+        self.details = details
+
+    def __repr__(self) -> str:
+        return f"{dict(self)!r} (the statuses as printed: {self.details})"
 
 
 def test_s3_killed_and_started_again_empty_mid_job_loses_nothing(tmp_path: Path) -> None:

@@ -9,6 +9,7 @@ import hashlib
 import importlib.util
 import subprocess
 import sys
+import sysconfig
 import zipfile
 from pathlib import Path
 
@@ -79,8 +80,14 @@ def test_a_different_version_in_the_job_environment_comes_first(tmp_path: Path) 
     make_wheel(wheels, "1.0", "old")
     make_wheel(wheels, "2.0", "new")
     host = tmp_path / "host"
-    subprocess.run([sys.executable, "-m", "venv", "--system-site-packages", str(host)], check=True, timeout=120)
+    subprocess.run([sys.executable, "-m", "venv", str(host)], check=True, timeout=120)
     host_python = host / "bin" / "python"
+    # it sees this environment's packages (sdlocal's install included: its .pth files are processed),
+    # as the training Python sees its own
+    purelib = subprocess.run([str(host_python), "-c", "import sysconfig; print(sysconfig.get_paths()['purelib'])"],
+                             capture_output=True, text=True, check=True).stdout.strip()
+    (Path(purelib) / "this-environment.pth").write_text(
+        f"import site; site.addsitedir({sysconfig.get_paths()['purelib']!r})\n")
     subprocess.run([str(host_python), "-m", "pip", "install", "-q", "--no-index", "--find-links", str(wheels),
                     "sdlocal-tinypkg==1.0"], check=True, timeout=300)
     code = tmp_path / "code"

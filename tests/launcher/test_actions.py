@@ -63,7 +63,9 @@ steps = int(open(steps_file).read()) if os.path.exists(steps_file) else 600
 release = os.path.join(os.environ["PIDS_DIR"], "release")  # the test lets training end early
 for step in range(steps):
     writer.write_step(step, "TRAIN", step, [("loss", np.float32(1.0 / (step + 1)))])
-    open(os.path.join(os.environ["PIDS_DIR"], "last-step"), "w").write(str(step))
+    last = os.path.join(os.environ["PIDS_DIR"], "last-step")
+    open(last + ".tmp", "w").write(str(step))
+    os.replace(last + ".tmp", last)  # whole: the stop may come between any two instructions
     if os.path.exists(release):
         break
     time.sleep(0.1)

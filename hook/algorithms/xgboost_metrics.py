@@ -178,8 +178,13 @@ class MetricLines(xgb.callback.TrainingCallback):
         return False
 
 
+NUMBER = r"([-+]?[0-9]*\.?[0-9]+(?:[eE][-+]?[0-9]+)?)"
+
+
 def metric_definitions(traits: VersionTraits) -> list[dict[str, str]]:
-    """`MetricDefinitions` for the version's metrics: `validation:<m>` as the container declares them
-    (algorithm_mode/metrics.py), and `train:<m>` the same way for the train data set."""
-    return [{"Name": f"{data}:{m}", "Regex": f".*\\[[0-9]+\\].*{TAB}{data}-{m}:(\\S+)"}
+    """`MetricDefinitions` for the version's metrics, `train:<m>` and `validation:<m>`. The container
+    declares `validation:<m>` as `.*\\[[0-9]+\\].*#011validation-<m>:(\\S+)` (algorithm_mode/metrics.py),
+    whose `\\S+` also takes the rest of the line when another metric follows (`#011` is no space): these
+    capture the number only."""
+    return [{"Name": f"{data}:{m}", "Regex": f".*\\[[0-9]+\\].*{TAB}{data}-{m}:{NUMBER}"}
             for data in ("train", "validation") for m in traits.eval_metrics]

@@ -18,6 +18,7 @@ from __future__ import annotations
 
 import logging
 import pickle
+import re
 from collections.abc import Mapping, Sequence
 from pathlib import Path
 from typing import Any
@@ -42,7 +43,9 @@ CUSTOMER_ERRORS = (
     "Parameter reg_lambda should be greater equal to 0",
     # xgboost 3's wording of the same faults
     "label must be discrete values in the range of [0, num_class)", "Invalid shape of labels",
+    "base_score must be in (0,1) for the logistic loss",
 )
+_LOG_PREFIX = re.compile(r"^\[[0-9:]+\] \S+:\d+: ")  # xgboost's "[06:30:09] /workspace/src/...cu:114: "
 
 
 def eval_metrics(traits: VersionTraits, tuning_metric: str | None, eval_metric: Sequence[str] | None
@@ -98,7 +101,7 @@ class SaveEachRound(xgb.callback.TrainingCallback):
 
 def _failure(e: Exception) -> Exception:
     lines = [line for line in str(e).splitlines() if line.strip() and not line.startswith("Stack trace")]
-    first = lines[0] if lines else type(e).__name__
+    first = _LOG_PREFIX.sub("", lines[0]) if lines else type(e).__name__
     if any(message in str(e) for message in CUSTOMER_ERRORS):
         return UserError(first)
     return AlgorithmError(f"XGB train call failed with exception: {first}")

@@ -6,7 +6,7 @@ warning); the label in the first column (csv: the second column is the instance 
 Differences: xgboost 3 no longer reads text files itself (the container handed csv and libsvm
 paths to xgboost 1.x's parser), so they are parsed here; a csv header row, a ragged csv line or a
 non-numeric value is one UserError naming the file and line (xgboost 1.x's parser read them as
-data or stopped with a C++ error); parquet needs pyarrow (`pip install 'sdlocal[xgboost]'`).
+data or stopped with a C++ error); parquet needs pyarrow (`pip install 'sdlocal[xgboost-algorithm]'`).
 """
 from __future__ import annotations
 
@@ -148,7 +148,7 @@ def _parquet_dmatrix(files: list[Path]) -> xgb.DMatrix:
         import pyarrow as pa
         import pyarrow.parquet as pq
     except ImportError:
-        raise UserError("reading parquet needs pyarrow: pip install 'sdlocal[xgboost]'") from None
+        raise UserError("reading parquet needs pyarrow: pip install 'sdlocal[xgboost-algorithm]'") from None
     try:
         tables = [pq.read_table(str(f)) for f in files]
         table = pa.concat_tables(tables) if len(tables) > 1 else tables[0]

@@ -161,3 +161,41 @@ def test_a_version_without_the_debugger_hook_says_so(tmp_path: Path) -> None:
     assert "This XGBoost version has no Debugger hook" in run.stdout
     assert not any(run.job.tensors.iterdir())
     assert re.match(r"\[1\]#011train-rmse:\d+\.?\d*$", _metric_lines(run.stdout)[-1])  # 0.90's %g format
+
+
+def test_early_stopping_keeps_the_best_model_and_save_each_round(tmp_path: Path,
+                                                                  capsys: pytest.CaptureFixture[str]) -> None:
+    from hook.algorithms.xgboost_train import train_job
+
+    rng = np.random.default_rng(5)
+    x = rng.random((400, 5))
+    y = (rng.random(400) < 0.5).astype(float)  # noise: validation logloss turns up after a few rounds
+    dtrain, dval = xgb.DMatrix(x[:300], label=y[:300]), xgb.DMatrix(x[300:], label=y[300:])
+    cfg = {"num_round": 60, "objective": "binary:logistic", "eval_metric": ["logloss"], "max_depth": 6,
+           "early_stopping_rounds": 3, "save_model_on_termination": "true"}
+    booster = train_job(VERSIONS["1.7-1"], cfg, dtrain, dval, tmp_path / "model")
+    lines = _metric_lines(capsys.readouterr().out)
+    assert 4 <= len(lines) < 60  # stopped early
+    logloss = [float(re.search(r"validation-logloss:([\d.]+)", line).group(1)) for line in lines]  # type: ignore[union-attr]
+    best = int(np.argmin(logloss))
+    assert best == len(lines) - 4 and booster.num_boosted_rounds() == best + 1  # save_best=True, as 1.3-1+
+    saved = xgb.Booster()
+    saved.load_model(str(tmp_path / "model" / "xgboost-model"))
+    assert saved.num_boosted_rounds() == best + 1
+    # 1.2-2: xgboost's own early stopping keeps every round
+    booster = train_job(VERSIONS["1.2-2"], cfg, dtrain, dval, tmp_path / "old")
+    assert booster.num_boosted_rounds() == len(_metric_lines(capsys.readouterr().out))
+
+    class Stopped(Exception):
+        pass
+
+    class StopAtRound2(xgb.callback.TrainingCallback):  # in the hook's place: runs after the model was saved
+        def after_iteration(self, model: xgb.Booster, epoch: int, evals_log: dict) -> bool:
+            if epoch == 2:
+                raise Stopped
+            return False
+
+    with pytest.raises(Stopped):  # the job stopped during round 2: the model of rounds 0-2 is there
+        train_job(VERSIONS["1.7-1"], cfg, dtrain, dval, tmp_path / "stopped", StopAtRound2())
+    saved.load_model(str(tmp_path / "stopped" / "xgboost-model"))
+    assert saved.num_boosted_rounds() == 3

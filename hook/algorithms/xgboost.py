@@ -113,7 +113,7 @@ def run(version: str, paths: JobPaths) -> None:
     train_path = channel_path("train", paths.input_dir)
     val_path = channel_path("validation", paths.input_dir) if "validation" in request.channels else None
     if val_path is not None:
-        if train_path.name == val_path.name and train_path == val_path:
+        if train_path == val_path or train_path.name == val_path.name:
             logger.warning("Found same path for training and validation. This is not recommended and results may "
                            "not be correct.")
         else:

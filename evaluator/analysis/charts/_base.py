@@ -116,12 +116,13 @@ class SystemSeries:
 
 
 def histogram(values: Sequence[float] | np.ndarray, percent: bool) -> tuple[np.ndarray, np.ndarray]:
-    """(counts, bin edges): smdebug's 2-point bins from 0 to 98 for percentages; 50 bins over the
-    values' range for other units (bytes/s: smdebug's percent bins showed nothing)."""
+    """(counts, bin edges): smdebug's 2-point bins for percentages, up to 100 included (smdebug's
+    stopped at 98: a busy core's 98-100 % samples were not counted); 50 bins over the values' range
+    for other units (bytes/s: smdebug's percent bins showed nothing)."""
     v = np.asarray(values, dtype=float)
     v = v[np.isfinite(v)]
     if percent:
-        return np.histogram(v, bins=np.arange(0, 100, 2))
+        return np.histogram(v, bins=np.arange(0, 102, 2))
     lo, hi = (float(v.min()), float(v.max())) if v.size else (0.0, 1.0)
     return np.histogram(v, bins=np.linspace(lo, hi if hi > lo else lo + 1.0, 51))
 

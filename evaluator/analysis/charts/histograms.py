@@ -9,7 +9,8 @@ bokeh 3.
 
 One histogram per (dimension, series) or per phase, four to a row; `sources` holds their data.
 Differences from smdebug: durations are in seconds and labelled so (smdebug divided µs by 10^6
-and labelled the axis "ms"); series that are not percentages get bins over their own range.
+and labelled the axis "ms"); the last percent bin holds 98-100 % (smdebug's bins ended at 98 and
+left a busy core's samples out); series that are not percentages get bins over their own range.
 """
 from __future__ import annotations
 

@@ -49,3 +49,21 @@ class ContractError(EvaluatorError):
         self.variable = variable
         self.reason = reason
         super().__init__(f"{variable}: {reason}")
+
+
+class AnalysisError(EvaluatorError):
+    """The profiler analysis API (evaluator/analysis, smdebug.profiler.analysis) cannot do what was asked."""
+
+
+class MissingExtra(AnalysisError, ImportError):
+    """An optional dependency of the analysis API is not installed; the message names the extra."""
+
+    def __init__(self, module: str, extra: str = "analysis") -> None:
+        self.module = module
+        self.extra = extra
+        super().__init__(f"{module} is not installed: the profiler analysis API needs it "
+                         f"(pip install 'sdlocal[{extra}]')")
+
+
+class ProfilerDataTimeout(AnalysisError, TimeoutError):
+    """Profiler data did not appear before a wait's deadline (names what was waited for and where)."""

@@ -261,7 +261,8 @@ class Trial:
             return []
         if m is None:
             return steps[: bisect_right(steps, lcs)]
-        globals_of = self._index.mode_steps[m]
+        # a mode not seen yet (EVAL before the first evaluation of a live job) has no steps yet
+        globals_of = self._index.mode_steps.get(m, {})
         return [s for s in steps if globals_of[s] <= lcs]
 
     def steps(self, mode: ModeArg = ModeKeys.GLOBAL, show_incomplete_steps: bool = False) -> list[int]:

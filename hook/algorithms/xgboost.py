@@ -1,4 +1,4 @@
-"""`python -m hook.algorithms.xgboost [--version 1.7-1]`: SageMaker's built-in XGBoost algorithm
+"""`python -m sdlocal.hook.algorithms.xgboost [--version 1.7-1]`: SageMaker's built-in XGBoost algorithm
 in a job's `/opt/ml` (no user script), as the sagemaker-xgboost container runs it in algorithm mode.
 
 It reads what SageMaker gives the container, at the paths the training toolkit's variables say
@@ -26,10 +26,10 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
-from hook.algorithms.errors import AlgorithmError, AlgorithmFailure, UserError
-from hook.algorithms.xgboost_request import validate_xgboost_request
+from sdlocal.hook.algorithms.errors import AlgorithmError, AlgorithmFailure, UserError
+from sdlocal.hook.algorithms.xgboost_request import validate_xgboost_request
 
-logger = logging.getLogger("hook.algorithms.xgboost")
+logger = logging.getLogger("sdlocal.hook.algorithms.xgboost")
 DEFAULT_VERSION = "1.7-1"
 OPT_ML = "/opt/ml"
 
@@ -72,8 +72,8 @@ def _debug_hook(paths: JobPaths, debugger: bool) -> Any:
     if not debugger:
         logger.warning("This XGBoost version has no Debugger hook: the DebugHookConfig saves nothing")
         return None
-    from hook.errors import HookError
-    from hook.xgboost import Hook
+    from sdlocal.hook.errors import HookError
+    from sdlocal.hook.xgboost import Hook
 
     try:
         hook = Hook.create_from_json_file(paths.hook_config)
@@ -97,8 +97,8 @@ def _check_redundancy(train: Path, validation: Path) -> None:
 
 def run(version: str, paths: JobPaths) -> None:
     """The whole training; raises AlgorithmFailure (UserError for the request's or the data's faults)."""
-    from hook.algorithms.xgboost_data import channel_path, load_channel, same_width
-    from hook.algorithms.xgboost_train import train_job
+    from sdlocal.hook.algorithms.xgboost_data import channel_path, load_channel, same_width
+    from sdlocal.hook.algorithms.xgboost_train import train_job
 
     hyperparameters = _read_json(paths.config_dir / "hyperparameters.json", "hyperparameters")
     data_config = _read_json(paths.config_dir / "inputdataconfig.json", "input data config")
@@ -150,7 +150,7 @@ def _raise_exit(signum: int, _frame: object) -> None:
 
 def main(argv: Sequence[str] | None = None, env: Mapping[str, str] | None = None) -> int:
     env = os.environ if env is None else env
-    parser = argparse.ArgumentParser(prog="python -m hook.algorithms.xgboost",
+    parser = argparse.ArgumentParser(prog="python -m sdlocal.hook.algorithms.xgboost",
                                      description="SageMaker's built-in XGBoost algorithm, run in a job's /opt/ml")
     parser.add_argument("--version", default=env.get("SAGEMAKER_XGBOOST_VERSION", DEFAULT_VERSION),
                         help="the container version (0.90-1 ... 1.7-1); default 1.7-1")

@@ -19,8 +19,8 @@ from pathlib import Path
 import numpy as np
 import xgboost as xgb
 
-from hook.algorithms.errors import UserError
-from hook.algorithms.xgboost_request import CSV, LIBSVM, PARQUET
+from sdlocal.hook.algorithms.errors import UserError
+from sdlocal.hook.algorithms.xgboost_request import CSV, LIBSVM, PARQUET
 
 logger = logging.getLogger(__name__)
 MAX_FOLDER_DEPTH = 3

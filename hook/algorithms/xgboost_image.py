@@ -12,12 +12,12 @@ from __future__ import annotations
 import re
 from dataclasses import dataclass
 
-from hook.algorithms._xgboost_registries import LEGACY_REGISTRIES, REGISTRIES
-from hook.algorithms.errors import UserError
+from sdlocal.hook.algorithms._xgboost_registries import LEGACY_REGISTRIES, REGISTRIES
+from sdlocal.hook.algorithms.errors import UserError
 
 REPOSITORY = "sagemaker-xgboost"
 LEGACY_REPOSITORY = "xgboost"
-# the container versions that `python -m hook.algorithms.xgboost` runs (those the SDK offers up to 1.x)
+# the container versions that `python -m sdlocal.hook.algorithms.xgboost` runs (those the SDK offers up to 1.x)
 RUNNABLE_VERSIONS = ("0.90-1", "0.90-2", "1.0-1", "1.2-1", "1.2-2", "1.3-1", "1.5-1", "1.7-1")
 # versions the SDK knows but sdlocal does not run, and why
 NOT_RUNNABLE = {

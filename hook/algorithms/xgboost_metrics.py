@@ -17,8 +17,8 @@ from typing import Any, TextIO
 import numpy as np
 import xgboost as xgb
 
-from hook.algorithms.errors import UserError
-from hook.algorithms.xgboost_versions import VersionTraits
+from sdlocal.hook.algorithms.errors import UserError
+from sdlocal.hook.algorithms.xgboost_versions import VersionTraits
 
 TAB = "#011"
 MULTICLASS_BINARY_ERROR = ("Target is multiclass but average='binary'. Please choose another average setting, one of "

@@ -14,8 +14,8 @@ from collections.abc import Mapping
 from dataclasses import dataclass
 from typing import Any
 
-from hook.algorithms.errors import UserError
-from hook.algorithms.xgboost_versions import VersionTraits
+from sdlocal.hook.algorithms.errors import UserError
+from sdlocal.hook.algorithms.xgboost_versions import VersionTraits
 
 INF = math.inf
 ALIASES = {"learning_rate": "eta", "min_split_loss": "gamma", "reg_lambda": "lambda", "reg_alpha": "alpha"}

@@ -18,10 +18,10 @@ from collections.abc import Mapping
 from dataclasses import dataclass
 from typing import Any
 
-from hook.algorithms.errors import UserError
-from hook.algorithms.xgboost_image import RUNNABLE_VERSIONS
-from hook.algorithms.xgboost_params import validate_hyperparameters
-from hook.algorithms.xgboost_versions import VERSIONS, VersionTraits
+from sdlocal.hook.algorithms.errors import UserError
+from sdlocal.hook.algorithms.xgboost_image import RUNNABLE_VERSIONS
+from sdlocal.hook.algorithms.xgboost_params import validate_hyperparameters
+from sdlocal.hook.algorithms.xgboost_versions import VERSIONS, VersionTraits
 
 CSV, LIBSVM, PARQUET, RECORDIO_PROTOBUF = "csv", "libsvm", "parquet", "recordio-protobuf"
 _CONTENT_TYPES = {

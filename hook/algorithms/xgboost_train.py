@@ -25,9 +25,9 @@ from typing import Any
 
 import xgboost as xgb
 
-from hook.algorithms.errors import AlgorithmError, UserError
-from hook.algorithms.xgboost_metrics import MarginSource, MetricLines, custom_metric
-from hook.algorithms.xgboost_versions import VersionTraits
+from sdlocal.hook.algorithms.errors import AlgorithmError, UserError
+from sdlocal.hook.algorithms.xgboost_metrics import MarginSource, MetricLines, custom_metric
+from sdlocal.hook.algorithms.xgboost_versions import VersionTraits
 
 logger = logging.getLogger(__name__)
 MODEL_NAME = "xgboost-model"

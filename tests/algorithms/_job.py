@@ -16,10 +16,11 @@ from typing import Any
 
 import numpy as np
 
-from launcher._staging import stage_channels
-from launcher.platform import JobDir, write_configs
-from launcher.runtime import TrainingLaunch
-from launcher.spec import JobSpec
+from sdlocal.launcher.job.staging import stage_channels
+from sdlocal.launcher.jobdir.configs import write_configs
+from sdlocal.launcher.jobdir.folder import JobDir
+from sdlocal.launcher.runtime import TrainingLaunch
+from sdlocal.launcher.spec.model import JobSpec
 
 REPO = Path(__file__).resolve().parents[2]
 IMAGE = "683313688378.dkr.ecr.us-east-1.amazonaws.com/sagemaker-xgboost:1.7-1"
@@ -114,6 +115,6 @@ def run_algorithm(tmp: Path, hyperparameters: dict[str, str], channels: list[dic
         training_env=spec.training_environment(), data_inputs=data_inputs)
     env = {**os.environ, **launch.container_env(num_gpus=0), "PYTHONPATH": str(REPO),
            "TENSORBOARD_CONFIG_FILE_PATH": str(tmp / "no-tensorboard.json")}
-    proc = subprocess.run([sys.executable, "-m", "hook.algorithms.xgboost", "--version", version],
+    proc = subprocess.run([sys.executable, "-m", "sdlocal.hook.algorithms.xgboost", "--version", version],
                           cwd=tmp, env=env, capture_output=True, text=True, timeout=timeout)
     return Run(proc.returncode, proc.stdout, proc.stderr, job)

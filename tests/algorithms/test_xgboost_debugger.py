@@ -1,5 +1,5 @@
 """The XGBoost algorithm's built-in Debugger hook, as the xgboost_builtin_rules notebook uses it: a
-real run of `python -m hook.algorithms.xgboost` on abalone-like csv data with the notebook's
+real run of `python -m sdlocal.hook.algorithms.xgboost` on abalone-like csv data with the notebook's
 collections and the XGBoost rules attached; its trial read back by sdlocal's reader and by the
 real smdebug 1.0.34 reader (side virtualenv); the rules run over it with `sdlocal evaluate`; the
 CreateXgboostReport evaluator writing its page, looked at in headless Chromium. Then a binary
@@ -16,9 +16,9 @@ from pathlib import Path
 import numpy as np
 import pytest
 
+from sdlocal.trial import create_trial
 from tests.algorithms._job import REPO, Run, abalone, channel, run_algorithm, write_csv, write_libsvm
 from tests.chromium import render_page
-from trial import create_trial
 
 pytestmark = pytest.mark.slow
 RULE_IMAGE = "503895931360.dkr.ecr.us-east-1.amazonaws.com/sagemaker-debugger-rules:latest"
@@ -101,7 +101,7 @@ def test_the_real_smdebug_reads_the_trial(regression: Run, smdebug_python: Path)
 
 
 def _evaluate(trial: Path, rule: str, *params: str) -> dict:
-    args = [sys.executable, "-m", "launcher", "evaluate", str(trial), "--rule", rule, "--json"]
+    args = [sys.executable, "-m", "sdlocal", "evaluate", str(trial), "--rule", rule, "--json"]
     for p in params:
         args += ["--param", p]
     env = {**os.environ, "PYTHONPATH": str(REPO), "SDLOCAL_HOME": str(trial.parent / ".sdlocal")}
@@ -138,7 +138,7 @@ def test_create_xgboost_report_in_chromium(regression: Run, tmp_path: Path) -> N
            "SDLOCAL_RULE_PARAMETERS": json.dumps({"rule_to_invoke": "CreateXgboostReport"}),
            "SDLOCAL_DEBUG_OUTPUT": str(regression.job.tensors), "SDLOCAL_RULE_OUTPUT": str(rule_output),
            "SDLOCAL_POLL_INTERVAL_S": "0.1"}
-    proc = subprocess.run([sys.executable, "-m", "evaluator"], capture_output=True, text=True, timeout=300, env=env)
+    proc = subprocess.run([sys.executable, "-m", "sdlocal.evaluator"], capture_output=True, text=True, timeout=300, env=env)
     assert proc.returncode == 0, proc.stdout + proc.stderr
     assert json.loads((rule_output / "status.json").read_text())["RuleEvaluationStatus"] == "NoIssuesFound"
     page_file = rule_output / "xgboost_report.html"

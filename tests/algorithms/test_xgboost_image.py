@@ -9,8 +9,8 @@ from pathlib import Path
 
 import pytest
 
-from hook.algorithms.errors import UserError
-from hook.algorithms.xgboost_image import NOT_RUNNABLE, RUNNABLE_VERSIONS, parse_xgboost_image
+from sdlocal.hook.algorithms.errors import UserError
+from sdlocal.hook.algorithms.xgboost_image import NOT_RUNNABLE, RUNNABLE_VERSIONS, parse_xgboost_image
 
 SDK_URIS = """
 import json, os, warnings

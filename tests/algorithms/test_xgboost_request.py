@@ -7,11 +7,11 @@ import re
 import numpy as np
 import pytest
 
-from hook.algorithms.errors import UserError
-from hook.algorithms.xgboost_metrics import custom_metric_value, format_line, metric_definitions
-from hook.algorithms.xgboost_request import parse_content_type, validate_xgboost_request
-from hook.algorithms.xgboost_train import eval_metrics, xgboost_params
-from hook.algorithms.xgboost_versions import VERSIONS
+from sdlocal.hook.algorithms.errors import UserError
+from sdlocal.hook.algorithms.xgboost_metrics import custom_metric_value, format_line, metric_definitions
+from sdlocal.hook.algorithms.xgboost_request import parse_content_type, validate_xgboost_request
+from sdlocal.hook.algorithms.xgboost_train import eval_metrics, xgboost_params
+from sdlocal.hook.algorithms.xgboost_versions import VERSIONS
 
 TRAIN = {"train": {"ContentType": "text/csv", "TrainingInputMode": "File", "S3DistributionType": "FullyReplicated"}}
 

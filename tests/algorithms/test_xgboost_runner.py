@@ -1,4 +1,4 @@
-"""`python -m hook.algorithms.xgboost` run for real in a subprocess over a job folder laid out by
+"""`python -m sdlocal.hook.algorithms.xgboost` run for real in a subprocess over a job folder laid out by
 the launcher's own functions (tests/algorithms/_job.py): regression on csv with a validation
 channel (the xgboost_builtin_rules notebook's setup), binary classification on libsvm, multiclass
 on parquet; the metric lines read with the algorithm's metric regexes; the model file loaded as the
@@ -14,9 +14,9 @@ import numpy as np
 import pytest
 import xgboost as xgb
 
-from hook.algorithms.xgboost_metrics import metric_definitions
-from hook.algorithms.xgboost_versions import VERSIONS
-from launcher.platform import JobDir
+from sdlocal.hook.algorithms.xgboost_metrics import metric_definitions
+from sdlocal.hook.algorithms.xgboost_versions import VERSIONS
+from sdlocal.launcher.jobdir.folder import JobDir
 from tests.algorithms._job import abalone, channel, run_algorithm, write_csv, write_libsvm, write_parquet
 
 # The XGBoost container's metric regex (data, not code): aws/sagemaker-xgboost-container, branch
@@ -135,7 +135,7 @@ def test_bad_requests_fail_with_one_line(tmp_path: Path, case: str, hps: dict[st
     edit = None
     if case == "recordio content type":
         channels = _train_only(tmp_path, "application/x-recordio-protobuf")
-    elif case == "pipe mode":  # the launcher refuses Pipe already (launcher/_inputs.py); the runner says it too
+    elif case == "pipe mode":  # the launcher refuses Pipe already (launcher/spec/inputs.py); the runner says it too
         def edit(job: JobDir) -> None:
             path = job.config_file("inputdataconfig")
             config = json.loads(path.read_text())
@@ -165,7 +165,7 @@ def test_a_version_without_the_debugger_hook_says_so(tmp_path: Path) -> None:
 
 def test_early_stopping_keeps_the_best_model_and_save_each_round(tmp_path: Path,
                                                                   capsys: pytest.CaptureFixture[str]) -> None:
-    from hook.algorithms.xgboost_train import train_job
+    from sdlocal.hook.algorithms.xgboost_train import train_job
 
     rng = np.random.default_rng(5)
     x = rng.random((400, 5))

@@ -164,3 +164,29 @@ def test_malformed_index_names_the_key(tmp_path: Path) -> None:
     (tmp_path / "index/000000000/000000000001_worker_0.json").write_text('{"meta": ')
     with pytest.raises(CorruptRecordError, match=r"index/000000000/000000000001_worker_0\.json.*malformed"):
         create_trial(tmp_path)
+
+
+def test_mode_not_seen_yet_is_empty_on_a_live_trial(tmp_path: Path) -> None:
+    """The real-time notebooks poll `sdlocal.trial.steps(mode=modes.EVAL)` while only TRAIN steps are saved
+    (issue 21 item 4): smdebug answers [] until the first EVAL step; so do tensor_names and friends."""
+    w = TrialWriter(tmp_path)
+    w.write_collections([Collection("losses", include_regex=("loss",))])
+    for s in range(3):
+        step(w, s)
+    tr = create_trial(str(tmp_path))
+    assert not tr.loaded_all_steps and tr.last_complete_step == 2  # live: no end marker yet
+    assert tr.steps(mode=ModeKeys.EVAL) == []
+    assert tr.steps(ModeKeys.EVAL, show_incomplete_steps=True) == []
+    assert tr.tensor_names(mode=ModeKeys.EVAL) == []
+    assert tr.tensor_names(step=0, mode=ModeKeys.EVAL) == []
+    assert tr.tensor("loss").steps(mode=ModeKeys.EVAL) == []
+    assert tr.global_step(ModeKeys.EVAL, 0) is None
+    assert tr.has_passed_step(0, ModeKeys.EVAL).name == "NOT_YET_AVAILABLE"
+    assert tr.steps(mode=ModeKeys.TRAIN) == [0, 1, 2]
+    # the first EVAL step arrives: it shows up, numbered in its own mode
+    step(w, 3, ModeKeys.EVAL, 0)
+    step(w, 4)
+    tr.refresh()
+    assert tr.steps(mode=ModeKeys.EVAL) == [0]
+    assert tr.tensor_names(mode=ModeKeys.EVAL) == ["loss", "w"]
+    assert tr.tensor("loss").value(0, mode=ModeKeys.EVAL) == 3.0

@@ -39,6 +39,9 @@ class TraceEvent:
     tid: int
     node: str
     args: dict[str, Any] | None
+    # the file's kind, its name's suffix ("pythontimeline.json", "model_timeline.json",
+    # "horovod_timeline.json"): smdebug's analysis selects events by it (file_suffix_filter)
+    source: str = ""
 
     @property
     def duration_us(self) -> int:
@@ -106,8 +109,9 @@ def parse_system_file(data: bytes, key: str) -> Parsed:
 class _TraceState:
     """Per-file state: the start time (pid-0 metadata) and the phase (process) names."""
 
-    def __init__(self, node: str) -> None:
+    def __init__(self, node: str, source: str) -> None:
         self.node = node
+        self.source = source
         self.base_us = 0
         self.processes: dict[int, str] = {}
 
@@ -136,7 +140,7 @@ class _TraceState:
             args = event.get("args")
             out.append(TraceEvent(name, self.processes.get(pid, "Unknown"), start, start + int(round(dur)),
                                   pid, tid if isinstance(tid, int) else 0, self.node,
-                                  args if isinstance(args, dict) else None))
+                                  args if isinstance(args, dict) else None, self.source))
         # Other phases (B/E pairs of Horovod timelines, instant and counter events) are not used
         # by the profiler rules and are skipped.
 
@@ -149,11 +153,12 @@ def _strip_array_line(line: str) -> str | None:
     return s[:-1] if s.endswith(",") else s
 
 
-def parse_trace_file(data: bytes, key: str, node: str) -> Parsed:
+def parse_trace_file(data: bytes, key: str, node: str, source: str = "") -> Parsed:
+    """`source`: the file's kind (its name's suffix), kept on each event."""
     lines = _lines(data)
     line_damage: list[Damage] | None = None
     if lines and lines[0][1].strip() == "[":
-        state = _TraceState(node)
+        state = _TraceState(node, source)
         events: list[TraceEvent] = []
 
         def decode(line: str) -> None:
@@ -176,7 +181,7 @@ def parse_trace_file(data: bytes, key: str, node: str) -> Parsed:
         doc = doc.get("traceEvents")
     if not isinstance(doc, list):
         return Parsed([], [Damage(key, 0, "not a JSON array of trace events")], False)
-    state = _TraceState(node)
+    state = _TraceState(node, source)
     out: list[TraceEvent] = []
     damage = []
     for i, event in enumerate(doc):

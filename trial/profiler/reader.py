@@ -5,6 +5,10 @@
     cpu = reader.system.select(type="cpu", dimension="CPUUtilization", start_us=t0, end_us=t1)
     steps = reader.framework.steps(mode="TRAIN", start_us=t0, end_us=t1)
     reader.training_ended(); reader.loaded_all
+    reader.file_span("system")       # (first, last) file-name timestamp in µs: smdebug's file list
+
+`streams=("system",)` follows one prefix only (smdebug's system and framework readers each list
+their own).
 
 Times are epoch microseconds, windows `[start_us, end_us)` (see `sdlocal.trial.profiler.data`).
 
@@ -44,6 +48,8 @@ from sdlocal.trial.storage import Storage, open_storage
 log = logging.getLogger(__name__)
 
 FETCH_THREADS = 8
+SYSTEM = "system"
+FRAMEWORK = "framework"
 
 
 @dataclass(frozen=True)
@@ -96,7 +102,11 @@ class ProfilerReader:
         strict: bool = False,
         trailing_s: float = 300.0,
         deep_every: int = 10,
+        streams: tuple[str, ...] = (SYSTEM, FRAMEWORK),
     ) -> None:
+        unknown = set(streams) - {SYSTEM, FRAMEWORK}
+        if unknown or not streams:
+            raise ValueError(f"streams: {SYSTEM!r} and/or {FRAMEWORK!r}, not {sorted(unknown) or 'none'}")
         self.storage = location if isinstance(location, Storage) else open_storage(
             location, client=s3_client, endpoint_url=endpoint_url)
         self.strict = strict
@@ -109,6 +119,11 @@ class ProfilerReader:
         self.partial_lines = 0
         self._system = _Listing(SYSTEM_PREFIX)
         self._framework = _Listing(FRAMEWORK_PREFIX)
+        self._listings = [listing for name, listing in ((SYSTEM, self._system), (FRAMEWORK, self._framework))
+                          if name in streams]
+        # per stream: the smallest and greatest file-name timestamp read (system: a file's period
+        # start; framework: its last event's end), in µs
+        self._spans: dict[str, tuple[int, int]] = {}
         self._ended = False
         self._assumed_ended = False  # assume_ended(): no end marker to check again
         self._loaded_all = False
@@ -126,6 +141,12 @@ class ProfilerReader:
         or the debug-output's end marker seen first): the next refresh makes the final deep pass
         and sets `loaded_all`."""
         self._ended = self._assumed_ended = True
+
+    def file_span(self, stream: str) -> tuple[int, int] | None:
+        """(first, last) file-name timestamp in µs of the data files of `stream` ("system" or
+        "framework") read so far, or None: what smdebug's readers call the first and the latest
+        available file."""
+        return self._spans.get(stream)
 
     def training_ended(self) -> bool:
         if not self._ended:
@@ -150,7 +171,7 @@ class ProfilerReader:
     # ---- internals -------------------------------------------------------------------------------
     def _refresh_once(self, deep: bool) -> RefreshResult:
         counts = [0, 0, 0, 0, 0]
-        for listing in (self._system, self._framework):
+        for listing in self._listings:
             new: list[str] = []
             for key in self.storage.list(listing.prefix, start_after=listing.start_after(deep)):
                 if key in listing.seen:
@@ -189,13 +210,15 @@ class ProfilerReader:
         if sys_name is not None:
             parsed = parse_system_file(data, key)
             counts[1] += self.system.add(parsed.records)
-            stamp = sys_name.start_us
+            stamp, stream = sys_name.start_us, SYSTEM
         else:
             trace_name = parse_trace_key(key)
             assert trace_name is not None
-            parsed = parse_trace_file(data, key, trace_name.node_id)
+            parsed = parse_trace_file(data, key, trace_name.node_id, trace_name.suffix)
             counts[2] += self.framework.add(parsed.records)
-            stamp = trace_name.end_us
+            stamp, stream = trace_name.end_us, FRAMEWORK
+        span = self._spans.get(stream)
+        self._spans[stream] = (stamp, stamp) if span is None else (min(span[0], stamp), max(span[1], stamp))
         counts[0] += 1
         if parsed.partial_last_line:
             counts[4] += 1

@@ -152,3 +152,22 @@ def test_a_pretty_printed_trace_is_read_as_one_document(tmp_path: Path) -> None:
     assert (ev.phase, ev.start_us, ev.end_us) == ("Step:ModeKeys.EVAL", 1_000_010, 1_000_015)
     parsed = parse_trace_file(b'{"not": "a trace"', "k", "n")
     assert parsed.records == [] and parsed.damage[0].key == "k"
+
+
+def test_file_spans_streams_and_sources(profiler_fixtures: Path) -> None:
+    """What smdebug's metrics readers expose: the first and latest file timestamps of each stream,
+    one stream followed alone, and each event's file kind (file_suffix_filter)."""
+    both = ProfilerReader(profiler_fixtures / "test_traces")
+    assert both.file_span("system") is None
+    both.refresh()
+    assert both.file_span("system") == (1591160699_000000, 1591748160_000000)
+    assert both.file_span("framework") == (1589930988000000, 1589930988000000)
+    assert {e.source for e in both.framework.events()} == {"0000_pythontimeline.json"}
+    system_only = ProfilerReader(profiler_fixtures / "test_traces", streams=("system",))
+    result = system_only.refresh()
+    assert (result.samples, result.events) == (78, 0) and system_only.file_span("framework") is None
+    timeline = ProfilerReader(profiler_fixtures / "model_timeline_traces", streams=("framework",))
+    timeline.refresh()
+    assert {e.source for e in timeline.framework.events()} == {"model_timeline.json"}
+    with pytest.raises(ValueError, match="streams"):
+        ProfilerReader(profiler_fixtures, streams=("gpu",))

@@ -1,0 +1,1 @@
+"""smdebug.profiler.analysis.utils: PandasFrame, PandasFrameAnalysis, MergedTimeline."""

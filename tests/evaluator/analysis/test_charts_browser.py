@@ -100,8 +100,16 @@ def test_step_charts(readers: tuple[Any, Any], png_dir: Path) -> None:
     step_histogram.plot()
     assert {k.split("-nodeid:")[0] for k in step_histogram.sources} >= {"Step:ModeKeys.TRAIN", "Step:ModeKeys.EVAL",
                                                                         "Forward", "Backward(post-forward)"}
-    train = next(s for k, s in step_histogram.sources.items() if k.startswith("Step:ModeKeys.TRAIN"))
-    assert train.data["top"].sum() >= 250  # the 300 TRAIN steps, but for the slowest (past median + 2 std)
+    key, train = next((k, s) for k, s in step_histogram.sources.items() if k.startswith("Step:ModeKeys.TRAIN"))
+    # the 300 TRAIN steps, read from the reader itself, binned as smdebug's StepHistogram bins them:
+    # the last (still open) step left out, up to median + 2 std (how many that drops depends on the
+    # machine's load while the job ran: the count is derived, not fixed)
+    events = framework_metrics_reader.get_events(0, framework_metrics_reader.get_timestamp_of_latest_available_file())
+    durations = np.array([e.duration / 1e6 for e in events if e.event_phase == "Step:ModeKeys.TRAIN"])
+    assert durations.size == 300 and key.startswith("Step:ModeKeys.TRAIN-nodeid:algo-1")
+    shown = durations[:-1]
+    within = shown[shown <= np.median(shown) + 2 * np.std(shown)]
+    assert train.data["top"].sum() == within.size > 200
     look(step_histogram, "step_histogram", png_dir)
 
     view_step_timeline_chart = StepTimelineChart(framework_metrics_reader)

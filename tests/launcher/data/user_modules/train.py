@@ -6,10 +6,10 @@ import runpy
 
 import smdebug_rules
 
-import sdlocal.evaluator as evaluator
-import sdlocal.hook as hook
-import sdlocal.launcher as launcher
-import sdlocal.trial as trial
+import evaluator
+import hook
+import launcher
+import trial
 
 for module in (trial, hook, evaluator, launcher, smdebug_rules):
     assert getattr(module, "USER", False), f"{module.__name__}: not the user's own module ({module.__file__})"

@@ -16,8 +16,12 @@ if __package__ in (None, ""):  # run as a script: the repository root on the pat
     sys.path.insert(0, str(Path(__file__).resolve().parents[2]))
 
 import numpy as np  # noqa: E402
-import pytest  # noqa: E402
 import torch  # noqa: E402
+
+try:
+    import pytest
+except ImportError:  # run as a script on a GPU machine without pytest
+    pytest = None  # type: ignore[assignment]
 
 from hook._saving import SaveOptions  # noqa: E402
 from hook.pytorch import Hook  # noqa: E402
@@ -26,8 +30,9 @@ from trial import create_trial  # noqa: E402
 from trial.modes import ModeKeys  # noqa: E402
 from trial.writer import TrialWriter  # noqa: E402
 
-pytestmark = [pytest.mark.gpu,
-              pytest.mark.skipif(not torch.cuda.is_available(), reason="needs a CUDA device (none here)")]
+if pytest is not None:
+    pytestmark = [pytest.mark.gpu,
+                  pytest.mark.skipif(not torch.cuda.is_available(), reason="needs a CUDA device (none here)")]
 
 
 class _GatedWriter(TrialWriter):

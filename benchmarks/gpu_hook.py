@@ -149,8 +149,9 @@ def run_one(w: Workload, s: GpuBenchSettings, config: str, out: Path) -> dict[st
     if hook is not None:
         hook.close()
     close_s = time.perf_counter() - began
+    timed = stamps[s.warmup:]
     result: dict[str, Any] = {"config": config, "close_s": close_s,
-                              "step_ms": [1e3 * (b - a) for a, b in zip(stamps[s.warmup:], stamps[s.warmup + 1:])]}
+                              "step_ms": [1e3 * (b - a) for a, b in zip(timed, timed[1:], strict=False)]}
     if tl is not None:
         from hook import _timeline as timeline_module
 

@@ -65,6 +65,8 @@ def summarize(runs: Sequence[Record]) -> list[dict[str, Any]]:
                 "gbps_median": row["bytes"] / median_s / 1e9 if median_s > 0 else None,
                 "gbps_best": row["bytes"] / min_s / 1e9 if min_s > 0 else None,
                 "protobuf": mine[0].get("protobuf"),
+                "minor_faults": (statistics.median(r["minor_faults"] for r in mine)
+                                 if all("minor_faults" in r for r in mine) else None),
             }
             if all("use_s" in r for r in mine):  # reading, then the first pass over every value
                 with_use = [r["read_s"] + r["use_s"] for r in mine]
@@ -116,6 +118,10 @@ def _gb(value: float | None) -> str:
     return "n/a" if value is None else f"{value:.2f}"
 
 
+def _n(value: float | None) -> str:
+    return "n/a" if value is None else f"{value:,.0f}"
+
+
 def _cell(row: Mapping[str, Any], reader: str, key: str, fmt: Any) -> str:
     return fmt(row[reader][key]) if row.get(reader) else "n/a"
 
@@ -125,6 +131,7 @@ def markdown(results: Mapping[str, Any]) -> str:
     has_baseline = any(r.get("ours-baseline") for r in rows)
     has_cpp = any(r.get("smdebug-cpp") for r in rows)
     has_use = any(r.get("ours", {}).get("gbps_use_median") for r in rows)
+    has_faults = any(r.get("ours", {}).get("minor_faults") is not None for r in rows)
     protobufs = {reader: r[reader]["protobuf"] for r in rows for reader in ("smdebug", "smdebug-cpp")
                  if r.get(reader) and r[reader].get("protobuf")}
     lines = [
@@ -169,9 +176,10 @@ def markdown(results: Mapping[str, Any]) -> str:
             + "smdebug GB/s (median / best) | smdebug ÷ ours time | ≥1 GB/s |"
             + (" read + first use GB/s: ours" + (" / before" if has_baseline else "") + " (median / best) |"
                if has_use else "")
-            + (" smdebug-cpp GB/s (median) |" if has_cpp else ""),
+            + (" smdebug-cpp GB/s (median) |" if has_cpp else "")
+            + (" page faults while reading: ours" + (" / before" if has_baseline else "") + " |" if has_faults else ""),
             "|---|---|" + ("---|" if has_baseline else "") + "---|---|---|" + ("---|" if has_use else "")
-            + ("---|" if has_cpp else ""),
+            + ("---|" if has_cpp else "") + ("---|" if has_faults else ""),
         ]
         for row in large:
             lines.append(
@@ -184,6 +192,9 @@ def markdown(results: Mapping[str, Any]) -> str:
                       f" {_cell(row, 'ours-baseline', 'gbps_use_best', _gb)}" if has_baseline else "") + " |"
                    if has_use else "")
                 + (f" {_cell(row, 'smdebug-cpp', 'gbps_median', _gb)} |" if has_cpp else "")
+                + (f" {_cell(row, 'ours', 'minor_faults', _n)}"
+                   + (f" / {_cell(row, 'ours-baseline', 'minor_faults', _n)}" if has_baseline else "") + " |"
+                   if has_faults else "")
             )
     spreads = [r[reader]["spread"] for r in rows for reader in READERS if r.get(reader) and r[reader]["spread"]]
     if spreads and max(spreads) > NOISY_SPREAD:

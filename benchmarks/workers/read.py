@@ -61,6 +61,14 @@ def read_bytes_only(path: str) -> dict[str, Any]:
             "values": len(kept), "bytes": sum(int(b.size) for b in kept), "python": sys.executable}
 
 
+def _minor_faults() -> int:
+    try:
+        import resource
+    except ImportError:
+        return 0
+    return int(resource.getrusage(resource.RUSAGE_SELF).ru_minflt)
+
+
 def _protobuf() -> str:
     try:
         import google.protobuf
@@ -100,6 +108,7 @@ def main(argv: list[str] | None = None) -> int:
     create_trial = _create_trial(args.reader)
     slept = _time_sleeps()
     values: list[Any] = []
+    faults_start = _minor_faults()
     start, cpu_start = time.perf_counter(), time.process_time()
     trial = create_trial(args.path)
     opened = time.perf_counter()
@@ -109,6 +118,7 @@ def main(argv: list[str] | None = None) -> int:
         for step in tensor.steps():
             values.append(tensor.value(step))
     end, cpu_end = time.perf_counter(), time.process_time()
+    faults_read = _minor_faults() - faults_start
 
     checksum = 0.0
     elements = nbytes = 0
@@ -126,6 +136,7 @@ def main(argv: list[str] | None = None) -> int:
         "slept_s": slept[0],
         "read_s": end - start - slept[0],
         "use_s": use_s,
+        "minor_faults": faults_read,  # page faults while reading: fresh memory touched, pages mapped
         "protobuf": _protobuf(),
         "cpu_s": cpu_end - cpu_start,
         "tensor_names": len(names),

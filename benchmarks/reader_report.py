@@ -141,7 +141,9 @@ def markdown(results: Mapping[str, Any]) -> str:
         " interpreter's start, imports, and smdebug's sleep of SMDEBUG_TRAINING_END_DELAY_REFRESH (1 s)"
         " once it sees the end-of-training marker (each `time.sleep` is timed and taken out; the"
         " 'as shipped' column keeps it). Same values and checksum for every reader of a trial: yes."
-        + ("".join(f" {reader} parsed with protobuf {impl}." for reader, impl in protobufs.items())),
+        + ("".join(f" {reader} parsed with protobuf {impl}." for reader, impl in protobufs.items()))
+        + (" Readers ran without transparent huge pages (--no-huge-pages: fresh memory in 4 KiB pages)."
+           if machine.get("huge_pages") is False else ""),
         "",
         "Many small tensors (target: smdebug's time ≥ 10× ours; the verdict uses the paired ratio, the"
         " median over rounds of smdebug's time ÷ ours in the same round):",

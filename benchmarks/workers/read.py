@@ -96,7 +96,22 @@ def _time_sleeps() -> list[float]:
     return slept
 
 
+def _no_huge_pages() -> None:
+    """SDLOCAL_BENCH_THP=off: this process gets no transparent huge pages (prctl
+    PR_SET_THP_DISABLE), so fresh memory comes in 4 KiB pages, one fault each, as when the kernel
+    has no huge page to give (fragmented memory, a loaded host)."""
+    import ctypes
+    import os
+
+    if os.environ.get("SDLOCAL_BENCH_THP") != "off":
+        return
+    libc = ctypes.CDLL(None, use_errno=True)
+    if libc.prctl(41, 1, 0, 0, 0) != 0:  # PR_SET_THP_DISABLE
+        raise SystemExit(f"prctl(PR_SET_THP_DISABLE) failed: errno {ctypes.get_errno()}")
+
+
 def main(argv: list[str] | None = None) -> int:
+    _no_huge_pages()
     parser = argparse.ArgumentParser(description=__doc__)
     parser.add_argument("--reader", choices=("ours", "smdebug", "bytes"), required=True)
     parser.add_argument("path")

@@ -4,6 +4,7 @@
     python benchmarks/reader.py --quick      # smoke run: small trials, one round
     python benchmarks/reader.py --no-smdebug # our side only (no side virtualenv)
     python benchmarks/reader.py --baseline-root /path/to/older/checkout   # before/after
+    python benchmarks/reader.py --smdebug-cpp-python .venv-smdebug-cpp/bin/python   # + smdebug on a compiled protobuf
 
 Four trials are written first: `small` (several hundred steps x 49 tensors of at most 32x32
 floats: weights, biases, their gradients, the loss of a 12-layer MLP) and `large` (one 128 MiB
@@ -90,18 +91,22 @@ def write_trials(s: ReaderSettings, side_python: Path | None, work: Path, log: L
 
 
 def read_once(reader: str, trial_dir: Path, side_python: Path | None, baseline_root: Path | None,
-              timeout_s: float) -> dict[str, Any]:
-    if reader == "smdebug":
-        assert side_python is not None
-        return run_worker(side_python, "read.py", ["--reader", "smdebug", str(trial_dir)], "smdebug", timeout_s)
-    extra = {"PYTHONPATH": str(baseline_root)} if reader == "ours-baseline" and baseline_root else None
+              timeout_s: float, cpp_python: Path | None = None, huge_pages: bool = True) -> dict[str, Any]:
+    extra = {} if huge_pages else {"SDLOCAL_BENCH_THP": "off"}
+    if reader in ("smdebug", "smdebug-cpp"):
+        python = side_python if reader == "smdebug" else cpp_python
+        assert python is not None
+        return run_worker(python, "read.py", ["--reader", "smdebug", str(trial_dir)], "smdebug", timeout_s,
+                          extra_env=extra)
+    if reader == "ours-baseline" and baseline_root:
+        extra["PYTHONPATH"] = str(baseline_root)
     return run_worker(our_python(), "read.py", ["--reader", "ours", str(trial_dir)], "ours", timeout_s,
                       extra_env=extra)
 
 
 def run_reading(s: ReaderSettings, trials: dict[tuple[str, str], Path], readers: list[str],
                 side_python: Path | None, baseline_root: Path | None, log: Log,
-                rng: random.Random) -> list[dict[str, Any]]:
+                rng: random.Random, cpp_python: Path | None = None, huge_pages: bool = True) -> list[dict[str, Any]]:
     runs = []
     for round_no in range(s.rounds):
         for (workload, writer), path in trials.items():
@@ -111,7 +116,8 @@ def run_reading(s: ReaderSettings, trials: dict[tuple[str, str], Path], readers:
             order = readers[:]
             rng.shuffle(order)
             for reader in order:
-                result = read_once(reader, path, side_python, baseline_root, s.worker_timeout_s)
+                result = read_once(reader, path, side_python, baseline_root, s.worker_timeout_s, cpp_python,
+                                   huge_pages)
                 result.update(workload=workload, writer=writer, variant=reader, round=round_no)
                 if result["values"] != expected_values(workload, s):
                     raise BenchmarkError(f"{reader} read {result['values']} values from the {workload} trial"
@@ -128,6 +134,13 @@ def parse_args(argv: list[str] | None) -> argparse.Namespace:
     parser.add_argument("--quick", action="store_true", help="small trials, one round: a smoke run")
     parser.add_argument("--no-smdebug", action="store_true", help="our side only (no side virtualenv)")
     parser.add_argument("--smdebug-python", help="the side virtualenv's python (default $SDLOCAL_SMDEBUG_PYTHON)")
+    parser.add_argument("--smdebug-cpp-python", type=Path,
+                        default=os.environ.get("SDLOCAL_SMDEBUG_CPP_PYTHON") or None,
+                        help="a second smdebug 1.0.34 side virtualenv whose protobuf is compiled (Python 3.10 +"
+                             " protobuf 3.20.3), read as 'smdebug-cpp' (default $SDLOCAL_SMDEBUG_CPP_PYTHON)")
+    parser.add_argument("--no-huge-pages", action="store_true",
+                        help="readers run without transparent huge pages (prctl PR_SET_THP_DISABLE): fresh"
+                             " memory in 4 KiB pages, as on a host with none to give")
     parser.add_argument("--baseline-root", type=Path,
                         help="a checkout whose trial/ package is read as a third reader, 'ours-baseline'")
     parser.add_argument("--rounds", type=int)
@@ -153,12 +166,18 @@ def main(argv: list[str] | None = None, log: Log = print) -> int:
                          " or --no-smdebug for our side only")
     if args.baseline_root is not None and not (args.baseline_root / "trial" / "trial.py").is_file():
         raise SystemExit(f"--baseline-root {args.baseline_root}: no trial/trial.py there")
-    readers = ["ours"] + (["ours-baseline"] if args.baseline_root else []) + (["smdebug"] if side_python else [])
+    if args.smdebug_cpp_python is not None and not Path(args.smdebug_cpp_python).exists():
+        raise SystemExit(f"--smdebug-cpp-python {args.smdebug_cpp_python}: not found")
+    cpp_python = Path(args.smdebug_cpp_python) if args.smdebug_cpp_python and not args.no_smdebug else None
+    readers = (["ours"] + (["ours-baseline"] if args.baseline_root else []) + (["smdebug"] if side_python else [])
+               + (["smdebug-cpp"] if cpp_python else []))
     work, work_kind = pick_work_dir(args.work_dir)
     results: dict[str, Any] = {
         "settings": asdict(settings),
         "machine": {"cpus": os.cpu_count(), "loadavg_start": os.getloadavg(), "work_dir_kind": work_kind,
                     "our_python": str(our_python()), "smdebug_python": str(side_python) if side_python else None,
+                    "smdebug_cpp_python": str(cpp_python) if cpp_python else None,
+                    "huge_pages": not args.no_huge_pages,
                     "baseline_root": str(args.baseline_root) if args.baseline_root else None},
         "started": time.strftime("%Y-%m-%dT%H:%M:%SZ", time.gmtime()),
     }
@@ -167,7 +186,8 @@ def main(argv: list[str] | None = None, log: Log = print) -> int:
         log(f"reader benchmark ({settings.mode}): writing the trials to {work_kind}")
         trials = write_trials(settings, side_python, work, log)
         log(f"reading every value, {settings.rounds} round(s), readers: {', '.join(readers)}")
-        runs = run_reading(settings, trials, readers, side_python, args.baseline_root, log, random.Random(args.seed))
+        runs = run_reading(settings, trials, readers, side_python, args.baseline_root, log, random.Random(args.seed),
+                           cpp_python, not args.no_huge_pages)
         mismatch = reader_report.check_same_values(runs)
         if mismatch is not None:
             raise BenchmarkError(f"the readers disagree: {mismatch}")

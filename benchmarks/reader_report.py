@@ -11,7 +11,10 @@ SMALL_RATIO_TARGET = 10.0  # smdebug's reading time / ours, many small tensors
 LARGE_GBPS_TARGET = 1.0  # ours, large tensors, GB/s (10^9 bytes of values per second)
 CHECKSUM_REL_TOL = 1e-9
 NOISY_SPREAD = 0.25  # (max - min) / median of one reader's runs on one trial beyond this: say so
-READERS = ("ours", "ours-baseline", "smdebug")
+# smdebug-cpp: smdebug 1.0.34 in a second side virtualenv whose protobuf is compiled (Python 3.10,
+# protobuf 3.20.3's C++ extension: smdebug pins protobuf<=3.20.3, which has no compiled wheel for
+# Python 3.11, and protobuf>=4 (upb) refuses smdebug's generated code)
+READERS = ("ours", "ours-baseline", "smdebug", "smdebug-cpp")
 
 Record = Mapping[str, Any]
 
@@ -61,7 +64,15 @@ def summarize(runs: Sequence[Record]) -> list[dict[str, Any]]:
                 "as_shipped_s": statistics.median(r["total_s"] for r in mine),
                 "gbps_median": row["bytes"] / median_s / 1e9 if median_s > 0 else None,
                 "gbps_best": row["bytes"] / min_s / 1e9 if min_s > 0 else None,
+                "protobuf": mine[0].get("protobuf"),
+                "minor_faults": (statistics.median(r["minor_faults"] for r in mine)
+                                 if all("minor_faults" in r for r in mine) else None),
             }
+            if all("use_s" in r for r in mine):  # reading, then the first pass over every value
+                with_use = [r["read_s"] + r["use_s"] for r in mine]
+                row[reader].update(read_use_median_s=statistics.median(with_use),
+                                   gbps_use_median=row["bytes"] / statistics.median(with_use) / 1e9,
+                                   gbps_use_best=row["bytes"] / min(with_use) / 1e9)
         ours, theirs = row.get("ours"), row.get("smdebug")
         if ours and theirs:
             # per round, the two readers ran back to back: their ratio is less exposed to the
@@ -73,6 +84,13 @@ def summarize(runs: Sequence[Record]) -> list[dict[str, Any]]:
             row["ratio_min"] = _ratio(theirs["min_s"], ours["min_s"])
             row["ratio_cpu"] = _ratio(theirs["cpu_s"], ours["cpu_s"])
             row["ratio_as_shipped"] = _ratio(theirs["as_shipped_s"], ours["as_shipped_s"])
+        cpp = row.get("smdebug-cpp")
+        if ours and cpp:
+            paired = [_ratio(t["read_s"], o["read_s"]) for o in chosen if o["variant"] == "ours"
+                      for t in chosen if t["variant"] == "smdebug-cpp" and t["round"] == o["round"]]
+            row["cpp_ratio_paired"] = statistics.median(r for r in paired if r is not None) if paired else None
+            row["cpp_ratio_median"] = _ratio(cpp["median_s"], ours["median_s"])
+            row["cpp_ratio_cpu"] = _ratio(cpp["cpu_s"], ours["cpu_s"])
         if ours and row.get("ours-baseline"):
             row["speedup_vs_baseline"] = _ratio(row["ours-baseline"]["median_s"], ours["median_s"])
         row["verdict"] = _verdict(row)
@@ -100,6 +118,10 @@ def _gb(value: float | None) -> str:
     return "n/a" if value is None else f"{value:.2f}"
 
 
+def _n(value: float | None) -> str:
+    return "n/a" if value is None else f"{value:,.0f}"
+
+
 def _cell(row: Mapping[str, Any], reader: str, key: str, fmt: Any) -> str:
     return fmt(row[reader][key]) if row.get(reader) else "n/a"
 
@@ -107,21 +129,30 @@ def _cell(row: Mapping[str, Any], reader: str, key: str, fmt: Any) -> str:
 def markdown(results: Mapping[str, Any]) -> str:
     s, machine, rows = results["settings"], results["machine"], results["summary"]
     has_baseline = any(r.get("ours-baseline") for r in rows)
+    has_cpp = any(r.get("smdebug-cpp") for r in rows)
+    has_use = any(r.get("ours", {}).get("gbps_use_median") for r in rows)
+    has_faults = any(r.get("ours", {}).get("minor_faults") is not None for r in rows)
+    protobufs = {reader: r[reader]["protobuf"] for r in rows for reader in ("smdebug", "smdebug-cpp")
+                 if r.get(reader) and r[reader].get("protobuf")}
     lines = [
         f"Reader benchmark ({s['mode']} mode, {machine['cpus']} CPUs, trials on {machine['work_dir_kind']}):"
         f" every value of every tensor at every step, each reader in a fresh process, {s['rounds']} round(s)"
         " (median / fastest). Timed: create_trial + tensor_names + every value; not timed: the"
         " interpreter's start, imports, and smdebug's sleep of SMDEBUG_TRAINING_END_DELAY_REFRESH (1 s)"
         " once it sees the end-of-training marker (each `time.sleep` is timed and taken out; the"
-        " 'as shipped' column keeps it). Same values and checksum for every reader of a trial: yes.",
+        " 'as shipped' column keeps it). Same values and checksum for every reader of a trial: yes."
+        + ("".join(f" {reader} parsed with protobuf {impl}." for reader, impl in protobufs.items()))
+        + (" Readers ran without transparent huge pages (--no-huge-pages: fresh memory in 4 KiB pages)."
+           if machine.get("huge_pages") is False else ""),
         "",
         "Many small tensors (target: smdebug's time ≥ 10× ours; the verdict uses the paired ratio, the"
         " median over rounds of smdebug's time ÷ ours in the same round):",
         "",
         "| trial written by | values | ours s (median / fastest) | "
         + ("ours before s | " if has_baseline else "")
-        + "smdebug s (median / fastest) | smdebug ÷ ours: paired / medians / fastest | CPU | as shipped | ≥10× |",
-        "|---|---|---|" + ("---|" if has_baseline else "") + "---|---|---|---|---|",
+        + "smdebug s (median / fastest) | smdebug ÷ ours: paired / medians / fastest | CPU | as shipped | ≥10× |"
+        + (" smdebug-cpp s (median / fastest) | smdebug-cpp ÷ ours: paired / CPU |" if has_cpp else ""),
+        "|---|---|---|" + ("---|" if has_baseline else "") + "---|---|---|---|---|" + ("---|---|" if has_cpp else ""),
     ]
     for row in (r for r in rows if r["workload"] == "small"):
         lines.append(
@@ -131,6 +162,8 @@ def markdown(results: Mapping[str, Any]) -> str:
             f" | {_x(row.get('ratio_paired'))} / {_x(row.get('ratio_median'))} / {_x(row.get('ratio_min'))}"
             f" | {_x(row.get('ratio_cpu'))}"
             f" | {_x(row.get('ratio_as_shipped'))} | {row['verdict']} |"
+            + (f" {_cell(row, 'smdebug-cpp', 'median_s', _s)} / {_cell(row, 'smdebug-cpp', 'min_s', _s)}"
+               f" | {_x(row.get('cpp_ratio_paired'))} / {_x(row.get('cpp_ratio_cpu'))} |" if has_cpp else "")
         )
     large = [r for r in rows if r["workload"] == "large"]
     if large:
@@ -142,8 +175,13 @@ def markdown(results: Mapping[str, Any]) -> str:
             "",
             "| trial written by | ours GB/s (median / best) | "
             + ("ours before GB/s | " if has_baseline else "")
-            + "smdebug GB/s (median / best) | smdebug ÷ ours time | ≥1 GB/s |",
-            "|---|---|" + ("---|" if has_baseline else "") + "---|---|---|",
+            + "smdebug GB/s (median / best) | smdebug ÷ ours time | ≥1 GB/s |"
+            + (" read + first use GB/s: ours" + (" / before" if has_baseline else "") + " (median / best) |"
+               if has_use else "")
+            + (" smdebug-cpp GB/s (median) |" if has_cpp else "")
+            + (" page faults while reading: ours" + (" / before" if has_baseline else "") + " |" if has_faults else ""),
+            "|---|---|" + ("---|" if has_baseline else "") + "---|---|---|" + ("---|" if has_use else "")
+            + ("---|" if has_cpp else "") + ("---|" if has_faults else ""),
         ]
         for row in large:
             lines.append(
@@ -151,6 +189,14 @@ def markdown(results: Mapping[str, Any]) -> str:
                 + (f" | {_cell(row, 'ours-baseline', 'gbps_median', _gb)}" if has_baseline else "")
                 + f" | {_cell(row, 'smdebug', 'gbps_median', _gb)} / {_cell(row, 'smdebug', 'gbps_best', _gb)}"
                 f" | {_x(row.get('ratio_median'))} | {row['verdict']} |"
+                + (f" {_cell(row, 'ours', 'gbps_use_median', _gb)} / {_cell(row, 'ours', 'gbps_use_best', _gb)}"
+                   + (f"; {_cell(row, 'ours-baseline', 'gbps_use_median', _gb)} /"
+                      f" {_cell(row, 'ours-baseline', 'gbps_use_best', _gb)}" if has_baseline else "") + " |"
+                   if has_use else "")
+                + (f" {_cell(row, 'smdebug-cpp', 'gbps_median', _gb)} |" if has_cpp else "")
+                + (f" {_cell(row, 'ours', 'minor_faults', _n)}"
+                   + (f" / {_cell(row, 'ours-baseline', 'minor_faults', _n)}" if has_baseline else "") + " |"
+                   if has_faults else "")
             )
     spreads = [r[reader]["spread"] for r in rows for reader in READERS if r.get(reader) and r[reader]["spread"]]
     if spreads and max(spreads) > NOISY_SPREAD:

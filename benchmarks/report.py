@@ -63,6 +63,31 @@ def _paired_overhead(runs: Sequence[Record], variant: str, baseline: str, interv
     return statistics.median(per_round) if per_round else None
 
 
+def _paired_ratio(runs: Sequence[Record], variant: str, other: str, interval: int, key: str) -> float | None:
+    """Median over rounds of variant / other - 1, both at `interval` in the same round."""
+    per_round = []
+    for mine in _select(runs, variant, interval):
+        theirs = [r for r in _select(runs, other, interval) if r["round"] == mine["round"]]
+        if theirs:
+            per_round.append(float(mine[key]) / float(theirs[0][key]) - 1.0)
+    return statistics.median(per_round) if per_round else None
+
+
+def _checkout_rows(runs: Sequence[Record], intervals: Sequence[int]) -> list[dict[str, Any]]:
+    """`--baseline-root`: our hook of this checkout beside the other checkout's, per interval."""
+    rows = []
+    for interval in intervals:
+        row: dict[str, Any] = {"interval": interval}
+        for key, suffix in (("step_ms", ""), ("cpu_step_ms", "_cpu")):
+            row[f"this{suffix}_ms"] = median_of(_select(runs, "ours", interval), key)
+            row[f"checkout{suffix}_ms"] = median_of(_select(runs, "ours-baseline", interval), key)
+            row[f"paired{suffix}"] = _paired_ratio(runs, "ours", "ours-baseline", interval, key)
+        row["this_faults"] = median_of(_select(runs, "ours", interval), "minor_faults_per_step")
+        row["checkout_faults"] = median_of(_select(runs, "ours-baseline", interval), "minor_faults_per_step")
+        rows.append(row)
+    return rows
+
+
 def summarize_training(runs: Sequence[Record], intervals: Sequence[int]) -> dict[str, Any]:
     base_ours = _select(runs, "none-ours")
     base_smdebug = _select(runs, "none-smdebug")
@@ -115,6 +140,8 @@ def summarize_training(runs: Sequence[Record], intervals: Sequence[int]) -> dict
         row["ours_paired_overhead"] = _paired_overhead(runs, "ours", "none-ours", interval, "step_ms")
         row["smdebug_paired_overhead"] = _paired_overhead(runs, "smdebug", "none-smdebug", interval, "step_ms")
         summary["intervals"].append(row)
+    if _select(runs, "ours-baseline"):
+        summary["checkout"] = _checkout_rows(runs, intervals)
     return summary
 
 
@@ -240,6 +267,21 @@ def _training_lines(t: Mapping[str, Any], loadavg: Sequence[float]) -> list[str]
         + ".",
         "",
     ]
+    if t.get("checkout"):
+        lines += [
+            "This checkout's hook beside `--baseline-root`'s (same rounds, same no-hook runs; paired ="
+            " median over rounds of this / baseline − 1 at the same interval in the same round):",
+            "",
+            "| save_interval | this ms/step | baseline ms/step | paired wall | this CPU ms/step"
+            " | baseline CPU ms/step | paired CPU | page faults/step this / baseline |",
+            "|---|---|---|---|---|---|---|---|",
+        ]
+        for row in t["checkout"]:
+            lines.append(
+                f"| {row['interval']} | {_ms(row['this_ms'])} | {_ms(row['checkout_ms'])} | {_pct(row['paired'])}"
+                f" | {_ms(row['this_cpu_ms'])} | {_ms(row['checkout_cpu_ms'])} | {_pct(row['paired_cpu'])}"
+                f" | {_ms(row['this_faults'])} / {_ms(row['checkout_faults'])} |")
+        lines.append("")
     return lines
 
 

@@ -3,6 +3,7 @@
     python benchmarks/run.py            # full run (a few minutes on 2 cores)
     python benchmarks/run.py --quick    # smoke run: a few steps, one round
     python benchmarks/run.py --no-smdebug --quick   # our side only (no side virtualenv needed)
+    python benchmarks/run.py --baseline-root /path/to/older/checkout   # + that checkout's hook, same rounds
 
 Every measurement is its own process: our hook and the no-hook baseline under this python, the
 smdebug hook (and a second no-hook baseline) under the side virtualenv's python. Each hooked run
@@ -94,17 +95,21 @@ def pick_work_dir(explicit: Path | None) -> tuple[Path, str]:
     return Path(tempfile.mkdtemp(prefix="sdlocal-bench-")), "a temporary directory"
 
 
-def training_configs(settings: BenchSettings, with_smdebug: bool) -> list[tuple[str, int]]:
+def training_configs(settings: BenchSettings, with_smdebug: bool,
+                     with_checkout: bool = False) -> list[tuple[str, int]]:
     configs = [("none-ours", 0)] + [("ours", i) for i in settings.intervals]
+    if with_checkout:
+        configs += [("ours-baseline", i) for i in settings.intervals]
     if with_smdebug:
         configs += [("none-smdebug", 0)] + [("smdebug", i) for i in settings.intervals]
     return configs
 
 
 def run_training(settings: BenchSettings, side_python: Path | None, work: Path, log: Log,
-                 rng: random.Random, pin_malloc: bool = True) -> list[dict[str, Any]]:
+                 rng: random.Random, pin_malloc: bool = True,
+                 baseline_root: Path | None = None) -> list[dict[str, Any]]:
     runs: list[dict[str, Any]] = []
-    configs = training_configs(settings, side_python is not None)
+    configs = training_configs(settings, side_python is not None, baseline_root is not None)
     total_steps = settings.warmup + settings.steps
     for round_no in range(settings.repeats):
         order = configs[:]
@@ -113,11 +118,13 @@ def run_training(settings: BenchSettings, side_python: Path | None, work: Path, 
             side = "smdebug" if variant.endswith("smdebug") else "ours"
             python = side_python if side == "smdebug" else our_python()
             assert python is not None
-            hook_variant = "none" if variant.startswith("none") else variant
+            hook_variant = "none" if variant.startswith("none") else variant.removesuffix("-baseline")
             out_dir = work / f"train-r{round_no}-{variant}-{interval}"
             args = ["--variant", hook_variant, "--interval", str(max(interval, 1)),
                     "--steps", str(settings.steps), "--warmup", str(settings.warmup), "--out-dir", str(out_dir)]
-            result = run_worker(python, "train.py", args, side, settings.worker_timeout_s, pin_malloc)
+            # the other checkout's hook: its packages first on the path (the harness stays this one's)
+            extra = {"PYTHONPATH": str(baseline_root)} if variant == "ours-baseline" and baseline_root else None
+            result = run_worker(python, "train.py", args, side, settings.worker_timeout_s, pin_malloc, extra)
             if hook_variant != "none":
                 result.update(check_trial(out_dir, total_steps, interval))
             shutil.rmtree(out_dir, ignore_errors=True)
@@ -171,6 +178,8 @@ def parse_args(argv: list[str] | None) -> argparse.Namespace:
     parser.add_argument("--steps", type=int)
     parser.add_argument("--repeats", type=int)
     parser.add_argument("--seed", type=int, default=0, help="seed of the run order shuffle")
+    parser.add_argument("--baseline-root", type=Path,
+                        help="a checkout whose hook runs too, as 'ours-baseline', in the same rounds")
     parser.add_argument("--default-malloc", action="store_true",
                         help="leave glibc's malloc thresholds alone (noisier: see PINNED_MALLOC)")
     return parser.parse_args(argv)
@@ -186,12 +195,15 @@ def main(argv: list[str] | None = None, log: Log = print) -> int:
     if not args.no_smdebug and (side_python is None or not side_python.exists()):
         raise SystemExit("no smdebug side virtualenv found: pass --smdebug-python or $SDLOCAL_SMDEBUG_PYTHON,"
                          " or --no-smdebug for our side only")
+    if args.baseline_root is not None and not (args.baseline_root / "hook" / "pytorch.py").is_file():
+        raise SystemExit(f"--baseline-root {args.baseline_root}: no hook/pytorch.py there")
     work, work_kind = pick_work_dir(args.work_dir)
     results: dict[str, Any] = {
         "settings": asdict(settings),
         "machine": {"cpus": os.cpu_count(), "loadavg_start": os.getloadavg(), "work_dir_kind": work_kind,
                     "malloc": "default" if args.default_malloc else PINNED_MALLOC,
-                    "our_python": str(our_python()), "smdebug_python": str(side_python) if side_python else None},
+                    "our_python": str(our_python()), "smdebug_python": str(side_python) if side_python else None,
+                    "baseline_root": str(args.baseline_root) if args.baseline_root else None},
         "started": time.strftime("%Y-%m-%dT%H:%M:%SZ", time.gmtime()),
     }
     started = time.perf_counter()
@@ -199,7 +211,7 @@ def main(argv: list[str] | None = None, log: Log = print) -> int:
         if "train" in parts:
             log(f"training step time ({settings.mode}): {settings.repeats} round(s), torch threads = 1")
             runs = run_training(settings, side_python, work, log, random.Random(args.seed),
-                                not args.default_malloc)
+                                not args.default_malloc, args.baseline_root)
             results["training"] = {"runs": runs, "summary": report.summarize_training(runs, settings.intervals)}
         if "read" in parts:
             log(f"reading every tensor ({settings.mode}): trial of {settings.read_steps} steps")

@@ -1,14 +1,18 @@
 """What the background writer does with one step: reductions, numpy conversion, TrialWriter calls.
-Runs off the training thread; the tensors it gets are private CPU copies."""
+Runs off the training thread; the tensors it gets are snapshots (hook._copier): private copies,
+whose `value()` waits for a device copy to be done. The snapshots are released by the writer once
+the step's jobs have run (hook._async_writer), so a job must not keep a value after it returns."""
 from __future__ import annotations
 
 import logging
+from collections.abc import Callable
 from dataclasses import dataclass
 from typing import Any
 
 import numpy as np
 import torch
 
+from sdlocal.hook._copier import Snapshot
 from sdlocal.hook._tensorboard import TensorBoardWriter
 from sdlocal.hook.config import Reduction
 from sdlocal.trial.collection import Collection
@@ -36,14 +40,17 @@ class StepJob:
     step: int
     mode: ModeKeys
     mode_step: int
-    items: tuple[tuple[str, torch.Tensor | np.ndarray, SavePlan], ...]
+    items: tuple[tuple[str, Snapshot, SavePlan], ...]
 
     def __call__(self) -> None:
         tensors: list[tuple[str, np.ndarray]] = []
         shapes: list[tuple[str, tuple[int, ...]]] = []
-        for name, value, plan in self.items:
+        for name, snap, plan in self.items:
             if plan.save_shape:
-                shapes.append((name, tuple(int(d) for d in value.shape)))
+                shapes.append((name, snap.shape))
+            if not plan.reductions and not plan.save_raw_tensor:
+                continue
+            value = snap.value()
             for red in plan.reductions:
                 reduced = reduce(value, red)
                 if reduced is not None:
@@ -79,16 +86,27 @@ class TensorBoardJob:
     writer: TensorBoardWriter
     step: int
     prefix: str
-    scalars: tuple[tuple[str, torch.Tensor | np.ndarray], ...]
-    histograms: tuple[tuple[str, torch.Tensor | np.ndarray], ...]
+    scalars: tuple[tuple[str, Snapshot], ...]
+    histograms: tuple[tuple[str, Snapshot], ...]
 
     def __call__(self) -> None:
-        for name, value in self.scalars:
-            arr = to_numpy(value).astype(np.float64, copy=False)
+        for name, snap in self.scalars:
+            arr = to_numpy(snap.value()).astype(np.float64, copy=False)
             self.writer.add_scalar(self.prefix + name, float(arr.reshape(-1)[0]), self.step)
-        for name, value in self.histograms:
-            self.writer.add_histogram(self.prefix + name, to_numpy(value), self.step)
+        for name, snap in self.histograms:
+            self.writer.add_histogram(self.prefix + name, to_numpy(snap.value()), self.step)
         self.writer.flush()
+
+
+@dataclass(frozen=True)
+class Batch:
+    """Jobs that read the same snapshots, run in order (the snapshots are released after the last)."""
+
+    jobs: tuple[Callable[[], None], ...]
+
+    def __call__(self) -> None:
+        for job in self.jobs:
+            job()
 
 
 @dataclass(frozen=True)

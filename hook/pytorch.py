@@ -9,8 +9,12 @@ Sigmoid/Embedding modules, the model's inputs/outputs, `<LossClass>_labels`/`_pr
 Cost model: a step starts at each forward of the registered top module; there we decide, once,
 a bitmask of the collections saved at this step. Every other hook tests that mask and returns at
 once when it is 0. Which collections a tensor name belongs to is decided once per name (cached).
-On saved steps the training thread only copies tensors to CPU; reductions, serialization and file
-writes run on a background thread (hook._async_writer).
+On saved steps the training thread only takes snapshots (hook._copier: CPU tensors copied into
+reused buffers; CUDA tensors cloned on the device and copied to pinned host buffers on a copy
+stream, hook._cuda_copy, without synchronizing); reductions, serialization and file writes run on
+a background thread (hook._async_writer). The copies' memory is bounded in bytes (hook._saving,
+`SaveOptions.queue_bytes`, `SDLOCAL_HOOK_QUEUE_BYTES`): when the disk cannot keep up the training
+waits for the writer, and the hook logs the total wait when it closes.
 
 The framework timeline (hook._timeline), when the job's profiler config enables it: the step
 pre-hook starts its steps (in our step's mode), a forward hook on the model ends
@@ -34,10 +38,12 @@ import torch
 
 from sdlocal.hook import _current, _tensorboard, _timeline
 from sdlocal.hook import _members as members
-from sdlocal.hook._async_writer import AsyncWriter
+from sdlocal.hook._copier import Ready, Rows, Snapshot
 from sdlocal.hook._job_paths import job_path
+from sdlocal.hook._saving import SaveOptions, Saver
 from sdlocal.hook._serialize import (
     RAW_ONLY,
+    Batch,
     CloseJob,
     CollectionsJob,
     EndMarkerJob,
@@ -60,6 +66,8 @@ from sdlocal.trial.collection import Collection
 from sdlocal.trial.modes import ModeKeys
 from sdlocal.trial.writer import TrialWriter
 
+TrialWriterFactory = Callable[[Path, str], TrialWriter]
+
 logger = logging.getLogger(__name__)
 
 GRADIENT_PREFIX = "gradient/"
@@ -81,7 +89,8 @@ class Hook:
 
     def __init__(self, config: HookConfig | None = None, *, out_dir: str | Path | None = None,
                  max_pending_steps: int = 16, dry_run: bool = False, auto: bool = False,
-                 tensorboard_dir: str | Path | None = None, tensorboard_from_job: bool = True) -> None:
+                 tensorboard_dir: str | Path | None = None, tensorboard_from_job: bool = True,
+                 save_options: SaveOptions | None = None, trial_writer: TrialWriterFactory | None = None) -> None:
         self.config = config if config is not None else HookConfig.from_dict({})
         # a SageMaker container path (/opt/ml/...) is the job's folder (hook._job_paths)
         self.out_dir = Path(job_path(out_dir if out_dir is not None else self.config.local_path))
@@ -92,7 +101,10 @@ class Hook:
         self._tb_dir = Path(job_path(tensorboard_dir)) if tensorboard_dir is not None else None
         self._tb: TensorBoardWriter | None = None
         self.auto = auto  # the zero-code hook of `python -m sdlocal.hook.run`: hands over to a script's hook
-        self._max_pending = max_pending_steps
+        # save_options: the copies' byte limit and the asynchronous/synchronous path (hook._saving);
+        # trial_writer: makes the TrialWriter of (folder, worker) (tests: a slow one)
+        self._saver = Saver(save_options if save_options is not None else SaveOptions.from_env(), max_pending_steps)
+        self._make_trial_writer: TrialWriterFactory = trial_writer if trial_writer is not None else TrialWriter
         self._colls: list[CollectionConfig] = []
         self._schedule: dict[ModeKeys, list[tuple[int, ModeSaveConfig]]] = {}
         self._tensor_names: dict[str, set[str]] = {}
@@ -109,7 +121,8 @@ class Hook:
         self._started = False  # a step of ours has begun (data saved before goes into the first)
         self._explicit_mode: ModeKeys | None = None
         self._active = 0
-        self._pending: dict[str, tuple[torch.Tensor | np.ndarray, int]] = {}
+        # name -> (snapshot, collection mask); a raw CPU tensor/array is accepted too (smdebug's API layer)
+        self._pending: dict[str, tuple[Any, int]] = {}
         self._io_counts: dict[str, int] = {}
         self._seen: dict[str, int] = {}
         self._collections_dirty = True
@@ -119,7 +132,7 @@ class Hook:
         self._param_mask = 0
         self._model: torch.nn.Module | None = None
         self._loss_modules: list[torch.nn.Module] = []
-        self._writer: AsyncWriter | None = None
+        self._writer_started = False
         self._trial_writer: TrialWriter | None = None
         self._write_enabled = not dry_run
         self._num_workers = 1
@@ -340,15 +353,25 @@ class Hook:
     def _record_rows(self, name: str, tensor: torch.Tensor, mask: int) -> None:
         # A second call in one step (two losses of one class, micro-batches) appends its rows.
         prev = self._pending.get(name)
-        if prev is not None and isinstance(prev[0], torch.Tensor) and prev[0].shape[1:] == tensor.shape[1:]:
-            self._pending[name] = (torch.cat([prev[0], tensor.detach().to("cpu")]), prev[1] | mask)
+        if prev is not None and isinstance(prev[0], Snapshot) and prev[0].shape[1:] == tuple(tensor.shape[1:]):
+            parts = prev[0].parts if isinstance(prev[0], Rows) else [prev[0]]
+            self._pending[name] = (Rows([*parts, self._saver.snapshot(tensor)]), prev[1] | mask)
         else:
             self._record(name, tensor, mask)
 
     def _record(self, name: str, tensor: torch.Tensor, mask: int) -> None:
-        # A copy (the optimizer updates weights in place); on CPU, clone() is the cheaper copy.
-        t = tensor.detach()
-        self._pending[name] = (t.clone() if t.device.type == "cpu" else t.to("cpu"), mask)
+        # A snapshot (the optimizer updates weights in place): hook._copier.
+        self._put(name, self._saver.snapshot(tensor), mask)
+
+    def _snapshot(self, value: Any) -> Snapshot:
+        """A private copy of a tensor (or numpy data, taken as it is) for the pending step."""
+        return self._saver.snapshot(value)
+
+    def _put(self, name: str, snap: Snapshot, mask: int) -> None:
+        prev = self._pending.get(name)
+        self._pending[name] = (snap, mask)
+        if prev is not None and isinstance(prev[0], Snapshot) and prev[0] is not snap:
+            prev[0].release()  # saved twice in one step: the last value wins, the first one's memory is free
 
     # ------------------------------------------------------------------ explicit API
     def save_scalar(self, name: str, value: Any) -> None:
@@ -356,10 +379,16 @@ class Hook:
         if self._closed:
             logger.warning("save_scalar(%r) after the hook was closed: not saved", name)
             return
-        arr = value.detach().to("cpu", copy=True) if isinstance(value, torch.Tensor) else np.asarray(value)
-        if int(np.prod(arr.shape)) != 1:
-            raise HookError(f"save_scalar({name!r}) needs a single value, got shape {tuple(arr.shape)}")
-        self._pending[SCALAR_PREFIX + name] = (arr.reshape(()), 0)
+        if isinstance(value, torch.Tensor):
+            if value.numel() != 1:
+                raise HookError(f"save_scalar({name!r}) needs a single value, got shape {tuple(value.shape)}")
+            snap = self._snapshot(value.detach().reshape(()))
+        else:
+            arr = np.asarray(value)
+            if int(np.prod(arr.shape)) != 1:
+                raise HookError(f"save_scalar({name!r}) needs a single value, got shape {tuple(arr.shape)}")
+            snap = Ready(arr.reshape(()))
+        self._put(SCALAR_PREFIX + name, snap, 0)
 
     def save_tensor(self, name: str, tensor: Any, collections_to_write: str | list[str] = "default") -> None:
         """Save `name` in the given collections (created if unknown) when they are saved this step;
@@ -427,8 +456,9 @@ class Hook:
         return plan
 
     # ------------------------------------------------------------------ writing
-    def _ensure_writer(self) -> AsyncWriter:
-        if self._writer is None:
+    def _ensure_writer(self) -> Saver:
+        if not self._writer_started:
+            self._writer_started = True
             rank, world = _distributed()
             if self.config.include_workers == "all":
                 self._num_workers = world
@@ -438,11 +468,10 @@ class Hook:
                 self._write_enabled = False
                 logger.warning("sdlocal hook: another hook of this process already writes to %s; this one "
                                "writes nothing (one hook writes per folder)", self.out_dir)
-            self._trial_writer = TrialWriter(self.out_dir, f"worker_{rank}")
-            self._writer = AsyncWriter(self._max_pending)
+            self._trial_writer = self._make_trial_writer(self.out_dir, f"worker_{rank}")
             if self._write_enabled and self._tb_dir is not None:
                 self._tb = TensorBoardWriter(self._tb_dir, f"worker_{rank}")
-        return self._writer
+        return self._saver
 
     def _end_step(self) -> None:
         pending, self._pending = self._pending, {}
@@ -451,11 +480,15 @@ class Hook:
             self._pending = pending  # before our first step: carried into it
             return
         writer = self._ensure_writer()
+        snaps = {name: (value if isinstance(value, Snapshot) else Ready(value), mask)
+                 for name, (value, mask) in pending.items()}
         if not self._write_enabled:
+            for snap, _ in snaps.values():
+                snap.release()
             return
         items = []
-        for name, (value, mask) in pending.items():
-            items.append((name, value, self._plan(mask) if mask else RAW_ONLY))
+        for name, (snap, mask) in snaps.items():
+            items.append((name, snap, self._plan(mask) if mask else RAW_ONLY))
             if self._seen.get(name, 0) | mask != self._seen.get(name, 0):
                 self._seen[name] = self._seen.get(name, 0) | mask
                 for bit, coll in enumerate(self._colls):
@@ -463,25 +496,26 @@ class Hook:
                         self._tensor_names.setdefault(coll.name, set()).add(name)
                 self._collections_dirty = True
         assert self._trial_writer is not None
-        writer.submit(StepJob(self._trial_writer, self.step, self.mode, self._mode_step, tuple(items)))
+        job: Callable[[], None] = StepJob(self._trial_writer, self.step, self.mode, self._mode_step, tuple(items))
         if self._tb is not None:
-            self._submit_tensorboard(writer, pending)
+            job = Batch((job, self._tensorboard_job(snaps)))
+        writer.submit(job, [snap for snap, _ in snaps.values()])
         self.last_saved_step = self.step
         if self._collections_dirty:
             self._submit_collections()
 
-    def _submit_tensorboard(self, writer: AsyncWriter, pending: dict[str, tuple[Any, int]]) -> None:
+    def _tensorboard_job(self, snaps: dict[str, tuple[Snapshot, int]]) -> TensorBoardJob:
         """Scalars (single values: losses, metrics, save_scalar) and histograms (tensors of
         collections with save_histogram: weights, gradients, ...) of this step, for TensorBoard."""
         scalars, histograms = [], []
-        for name, (value, mask) in pending.items():
-            if int(np.prod(value.shape)) == 1:
-                scalars.append((name, value))
+        for name, (snap, mask) in snaps.items():
+            if int(np.prod(snap.shape)) == 1:
+                scalars.append((name, snap))
             elif any(mask & (1 << bit) and coll.save_histogram for bit, coll in enumerate(self._colls)):
-                histograms.append((name, value))
+                histograms.append((name, snap))
         prefix = "" if self.mode == ModeKeys.GLOBAL else f"{self.mode.name.lower()}/"
         assert self._tb is not None
-        writer.submit(TensorBoardJob(self._tb, self.step, prefix, tuple(scalars), tuple(histograms)))
+        return TensorBoardJob(self._tb, self.step, prefix, tuple(scalars), tuple(histograms))
 
     def _submit_collections(self) -> None:
         writer = self._ensure_writer()
@@ -548,15 +582,15 @@ class Hook:
         try:
             if self._started and self._pending:
                 self._end_step()
-            if self._writer is not None:
+            if self._writer_started:
                 if self._write_enabled:
                     self._submit_collections()
                     if not same:
                         assert self._trial_writer is not None
-                        self._writer.submit(EndMarkerJob(self._trial_writer))
+                        self._saver.submit(EndMarkerJob(self._trial_writer))
                 if self._tb is not None:
-                    self._writer.submit(CloseJob(self._tb))
-                self._writer.close()
+                    self._saver.submit(CloseJob(self._tb))
+                self._saver.close()
         except HookError as e:
             logger.error("sdlocal hook: the zero-code hook failed to write: %s", e)
         finally:

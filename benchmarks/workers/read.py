@@ -5,7 +5,10 @@
 `ours` uses `trial.create_trial` (system python, repository on PYTHONPATH); `smdebug` uses
 `smdebug.trials.create_trial` (the side virtualenv's python). The timed span starts before the
 trial is opened and ends after the last value is in memory; the checksum is computed afterwards so
-that both readers are timed on reading alone.
+that both readers are timed on reading alone. The checksum pass is timed too (`use_s`): the first
+use of every value, where a reader that handed out values whose pages are not yet in place (a
+lazily faulted mapping) would pay what it did not pay while reading. `protobuf`: the protobuf
+implementation this process runs with (smdebug parses every Event with it).
 
 smdebug's trial sleeps once it sees the end-of-training marker (`time.sleep` of
 SMDEBUG_TRAINING_END_DELAY_REFRESH, 1 s by default, before its final refresh). Every `time.sleep`
@@ -58,6 +61,24 @@ def read_bytes_only(path: str) -> dict[str, Any]:
             "values": len(kept), "bytes": sum(int(b.size) for b in kept), "python": sys.executable}
 
 
+def _minor_faults() -> int:
+    try:
+        import resource
+    except ImportError:
+        return 0
+    return int(resource.getrusage(resource.RUSAGE_SELF).ru_minflt)
+
+
+def _protobuf() -> str:
+    try:
+        import google.protobuf
+        from google.protobuf.internal import api_implementation
+
+        return f"{api_implementation.Type()} {google.protobuf.__version__}"
+    except ImportError:
+        return "none"
+
+
 def _time_sleeps() -> list[float]:
     """Wraps time.sleep (smdebug calls it as `time.sleep`) so that every sleep still happens and
     its wall time is added to the returned cell."""
@@ -75,7 +96,22 @@ def _time_sleeps() -> list[float]:
     return slept
 
 
+def _no_huge_pages() -> None:
+    """SDLOCAL_BENCH_THP=off: this process gets no transparent huge pages (prctl
+    PR_SET_THP_DISABLE), so fresh memory comes in 4 KiB pages, one fault each, as when the kernel
+    has no huge page to give (fragmented memory, a loaded host)."""
+    import ctypes
+    import os
+
+    if os.environ.get("SDLOCAL_BENCH_THP") != "off":
+        return
+    libc = ctypes.CDLL(None, use_errno=True)
+    if libc.prctl(41, 1, 0, 0, 0) != 0:  # PR_SET_THP_DISABLE
+        raise SystemExit(f"prctl(PR_SET_THP_DISABLE) failed: errno {ctypes.get_errno()}")
+
+
 def main(argv: list[str] | None = None) -> int:
+    _no_huge_pages()
     parser = argparse.ArgumentParser(description=__doc__)
     parser.add_argument("--reader", choices=("ours", "smdebug", "bytes"), required=True)
     parser.add_argument("path")
@@ -87,6 +123,7 @@ def main(argv: list[str] | None = None) -> int:
     create_trial = _create_trial(args.reader)
     slept = _time_sleeps()
     values: list[Any] = []
+    faults_start = _minor_faults()
     start, cpu_start = time.perf_counter(), time.process_time()
     trial = create_trial(args.path)
     opened = time.perf_counter()
@@ -96,20 +133,26 @@ def main(argv: list[str] | None = None) -> int:
         for step in tensor.steps():
             values.append(tensor.value(step))
     end, cpu_end = time.perf_counter(), time.process_time()
+    faults_read = _minor_faults() - faults_start
 
     checksum = 0.0
     elements = nbytes = 0
+    use_start = time.perf_counter()
     for value in values:
         array = np.asarray(value)
         checksum += float(np.sum(array, dtype=np.float64))
         elements += int(array.size)
         nbytes += int(array.nbytes)
+    use_s = time.perf_counter() - use_start
     result = {
         "reader": args.reader,
         "open_s": opened - start,
         "total_s": end - start,
         "slept_s": slept[0],
         "read_s": end - start - slept[0],
+        "use_s": use_s,
+        "minor_faults": faults_read,  # page faults while reading: fresh memory touched, pages mapped
+        "protobuf": _protobuf(),
         "cpu_s": cpu_end - cpu_start,
         "tensor_names": len(names),
         "values": len(values),

@@ -3,6 +3,10 @@ record both writers produce, the lean walk really taken for them, the general pa
 and corrupt records rejected with the general path's errors (file and offset named)."""
 from __future__ import annotations
 
+import hashlib
+import json
+import mmap
+import shutil
 from pathlib import Path
 from typing import Any
 
@@ -11,7 +15,7 @@ import pytest
 from tensorboard.compat.proto import tensor_pb2, tensor_shape_pb2
 
 from sdlocal.trial import CorruptRecordError, ModeKeys, TrialWriter, create_trial
-from sdlocal.trial._decode import HEADER_SIZE, _layout, record_value
+from sdlocal.trial._decode import HEADER_SIZE, _data_offset, _layout, record_value
 from sdlocal.trial.proto import _field_bytes, _metadata_bytes, decode_event, encode_event
 from sdlocal.trial.tfrecord import decode_record, encode_record, iter_records
 
@@ -210,7 +214,61 @@ def test_large_values_are_aligned_writable_and_right(backend: str, tmp_path: Pat
         got = trial.tensor(name).value(3)
         np.testing.assert_array_equal(got, value)
         assert got.flags.writeable
-        if len(name) < 100:  # a local read places the data on a cache line; S3 bodies are copied (numpy aligns)
-            assert got.flags.aligned and (backend == "s3" or got.ctypes.data % 64 == 0), name
+        # a local value is a private mapping of the file (or, unaligned in the file, an aligned
+        # copy); S3 bodies are copied (numpy aligns)
+        assert got.flags.aligned, name
         got[0, 0] = 1e9  # its own memory
         assert trial.tensor(name).value(3)[0, 0] == value[0, 0]
+
+
+def _mapped(value: np.ndarray) -> bool:
+    """Whether `value` is a view of a file mapping (its base chain ends in an mmap)."""
+    base: Any = value
+    while isinstance(base, np.ndarray):
+        base = base.base
+    return isinstance(base, mmap.mmap) or (isinstance(base, memoryview) and isinstance(base.obj, mmap.mmap))
+
+
+def _data_offsets(root: Path, name: str) -> dict[int, int]:
+    """step -> file offset of `name`'s data in its events file."""
+    out = {}
+    for index in sorted(root.glob("index/*/*.json")):
+        meta = json.loads(index.read_text())
+        [rec] = [p for p in meta["tensor_payload"] if p["tensorname"] == name]
+        with open(root / meta["meta"]["event_file_name"], "rb") as f:
+            f.seek(rec["start_idx"])
+            head = memoryview(bytearray(f.read(4096)))
+        offset = _data_offset(head, rec["length"])
+        assert offset is not None
+        out[int(index.name.split("_")[0])] = rec["start_idx"] + offset
+    return out
+
+
+def test_large_local_values_are_private_mappings_independent_of_each_other_and_of_the_file(tmp_path: Path) -> None:
+    rng = np.random.default_rng(2)
+    names = ["w" * k for k in range(1, 5)]  # tags of 1-4 bytes: the data's offsets in the file differ by one
+    values = {(n, s): rng.standard_normal((700, 1001)).astype(np.float32) for n in names for s in range(2)}
+    writer = TrialWriter(tmp_path / "t")
+    for s in range(2):
+        writer.write_step(s, ModeKeys.TRAIN, s, [(n, values[(n, s)]) for n in names])
+    offsets = {(n, s): off for n in names for s, off in _data_offsets(tmp_path / "t", n).items()}
+    files = {p: hashlib.sha256(p.read_bytes()).hexdigest() for p in (tmp_path / "t").rglob("*.tfevents")}
+    trial = create_trial(tmp_path / "t")
+    got = {key: trial.tensor(key[0]).value(key[1]) for key in values}
+    mapped = {key for key, v in got.items() if _mapped(v)}
+    for key, v in got.items():
+        np.testing.assert_array_equal(v, values[key])
+        assert v.flags.aligned and v.flags.writeable
+    # zero-copy where the data lies on the float32 grid in the file; else an aligned copy
+    assert mapped == {key for key, off in offsets.items() if off % 4 == 0}
+    assert 0 < len(mapped) < len(values)
+    key = sorted(mapped)[0]
+    again = trial.tensor(key[0]).value(key[1])
+    got[key][:] = -1.0  # a write to one value: its own pages only
+    np.testing.assert_array_equal(again, values[key])
+    np.testing.assert_array_equal(trial.tensor(key[0]).value(key[1]), values[key])
+    assert {p: hashlib.sha256(p.read_bytes()).hexdigest() for p in files} == files  # the file never changes
+    shutil.rmtree(tmp_path / "t")  # values outlive their files (a mapping keeps the data it maps)
+    np.testing.assert_array_equal(again, values[key])
+    for other in values.keys() - {key}:
+        np.testing.assert_array_equal(got[other], values[other])

@@ -10,6 +10,8 @@ from pathlib import Path
 class Storage(ABC):
     # True where read_range fills a buffer of the reader's own (and honours `aligned_at`)
     fills_own_buffers = False
+    # True where map_range maps files (large values are then views of a private mapping)
+    maps_files = False
 
     @property
     def outage_wait_s(self) -> float:
@@ -33,6 +35,12 @@ class Storage(ABC):
         decode, into aligned memory). `aligned_at`: a backend filling a buffer of its own places
         that byte of the range on a 64-byte boundary."""
         return memoryview(self.read(key, start, length))
+
+    def map_range(self, key: str, start: int, length: int) -> memoryview | None:
+        """Bytes [start, start + length) of `key` as a private copy-on-write mapping of the file
+        (writable; writes stay in this process and in this mapping), or None where the backend
+        cannot map (the caller reads instead). Raises FileNotFoundError for a missing key."""
+        return None
 
     @abstractmethod
     def write(self, key: str, data: bytes) -> None:

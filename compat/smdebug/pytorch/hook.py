@@ -292,13 +292,12 @@ class Hook(engine.Hook):
         if self._closed:
             logger.warning("save_scalar(%r) after the hook was closed: not saved", name)
             return
-        if isinstance(value, torch.Tensor):
-            arr: Any = value.detach().to("cpu", copy=True)
-        else:
-            arr = np.array([value]) if np.isscalar(value) else np.asarray(value)
+        arr: Any = value if isinstance(value, torch.Tensor) else (
+            np.array([value]) if np.isscalar(value) else np.asarray(value))
         if int(np.prod(arr.shape)) != 1:
             raise HookError(f"save_scalar({name!r}) needs a single value, got shape {tuple(arr.shape)}")
-        self._pending[self.SCALAR_PREFIX + name] = (arr, 0)
+        # a tensor: a snapshot (on CUDA, copied without synchronizing the training thread)
+        self._put(self.SCALAR_PREFIX + name, self._snapshot(arr), 0)
 
     def save_tensor(self, tensor_name: str, tensor_value: Any,  # type: ignore[override]
                     collections_to_write: str | list[str] = "default") -> None:

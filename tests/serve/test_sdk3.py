@@ -1,0 +1,65 @@
+"""Issue 20 item 3: the SageMaker Python SDK v3 (sagemaker 3.27.0, its side virtualenv) against
+`sdlocal serve`, given only the exports it printed (scripts/sdk3_jobs.py):
+
+- ModelTrainer is constructed (its role resolved and validated through IAM/STS) and its job, a
+  ContainerEntrypoint running the SDK's sm_train.sh with its drivers and code as channels, trains a
+  torch model to Completed: the model in model.tar.gz, its TensorBoard output uploaded;
+- TrainingJob.create with DebugHookConfig and LossNotDecreasing, in script mode and as a
+  ContainerEntrypoint command (the zero-code hook in a script sdlocal does not start itself):
+  wait(logs=True) shows the log, refresh() brings the rule's final status."""
+from __future__ import annotations
+
+import json
+import os
+import subprocess
+from pathlib import Path
+
+import pytest
+
+from tests.conftest import REPO_ROOT, in_ci
+
+SCRIPT = Path(__file__).parent / "scripts" / "sdk3_jobs.py"
+SOURCE = Path(__file__).parent / "scripts" / "v3_source"
+SAGEMAKER3_PYTHON = Path(os.environ.get("SDLOCAL_SAGEMAKER3_PYTHON",
+                                        str(REPO_ROOT / ".venv-sagemaker3" / "bin" / "python")))
+pytestmark = pytest.mark.slow
+
+
+@pytest.fixture
+def sagemaker3_python() -> Path:
+    """The side virtualenv's python with the real SageMaker Python SDK 3.27.0 (scripts/test makes it)."""
+    if not SAGEMAKER3_PYTHON.exists():
+        if in_ci():
+            pytest.fail(f"SageMaker SDK v3 side virtualenv missing at {SAGEMAKER3_PYTHON}")
+        pytest.skip(f"SageMaker SDK v3 side virtualenv missing at {SAGEMAKER3_PYTHON}")
+    return SAGEMAKER3_PYTHON
+
+
+def test_sdk_v3_scripts_run_against_serve(served, sagemaker3_python: Path, tmp_path: Path) -> None:
+    home, exports = served
+    env = {"PATH": os.environ["PATH"], "HOME": str(tmp_path), **exports}  # nothing else of ours
+    proc = subprocess.run([str(sagemaker3_python), str(SCRIPT), str(SOURCE)], env=env, cwd=tmp_path,
+                          capture_output=True, text=True, timeout=900)
+    out = proc.stdout + proc.stderr
+    (tmp_path / "sdk-output.txt").write_text(out)
+    assert proc.returncode == 0, out[-5000:]
+    seen = json.loads(out.split("SDK-RESULT ", 1)[1].splitlines()[0])
+
+    trainer = seen["trainer"]
+    assert seen["trainer_role"] == "arn:aws:iam::123456789012:role/SageMakerExecutionRole"  # the caller's
+    assert trainer["status"] == "Completed" and trainer["entrypoint"] == ["/bin/bash"]
+    assert trainer["model"] == ["model.pt"]
+    assert any("tfevents" in key for key in trainer["tensorboard_keys"]), trainer
+    # sm_train.sh ran in the job folder (the process runtime's /opt/ml), nothing in this host's /opt/ml
+    log = (home / "jobs" / trainer["name"] / "logs" / "training.log").read_text()
+    assert "Running Basic Script driver" in log and "step 29 loss=" in log
+    assert "Training Container Execution Completed" in log
+    assert not Path("/opt/ml/input/sm_training.env").exists()
+
+    for key in ("script_mode", "entrypoint"):
+        job = seen[key]
+        assert job["status"] == "Completed", job
+        assert job["rules"]["LossNotDecreasing"] in ("NoIssuesFound", "IssuesFound"), job
+        # wait(logs=True) showed the training log
+        assert f"{job['name']}/algo-1" in out and "step 29 loss=" in out
+    assert seen["entrypoint"]["tensors"] >= 10  # saved by the zero-code hook (losses every 2 steps of 30)

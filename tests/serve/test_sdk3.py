@@ -35,7 +35,7 @@ def sagemaker3_python() -> Path:
     return SAGEMAKER3_PYTHON
 
 
-def test_sdk_v3_scripts_run_against_serve(served, sagemaker3_python: Path, tmp_path: Path) -> None:
+def _run(served: tuple[Path, dict[str, str]], sagemaker3_python: Path, tmp_path: Path) -> tuple[dict, str]:
     home, exports = served
     env = {"PATH": os.environ["PATH"], "HOME": str(tmp_path), **exports}  # nothing else of ours
     proc = subprocess.run([str(sagemaker3_python), str(SCRIPT), str(SOURCE)], env=env, cwd=tmp_path,
@@ -43,18 +43,21 @@ def test_sdk_v3_scripts_run_against_serve(served, sagemaker3_python: Path, tmp_p
     out = proc.stdout + proc.stderr
     (tmp_path / "sdk-output.txt").write_text(out)
     assert proc.returncode == 0, out[-5000:]
-    seen = json.loads(out.split("SDK-RESULT ", 1)[1].splitlines()[0])
+    return json.loads(out.split("SDK-RESULT ", 1)[1].splitlines()[0]), out
 
+
+def _check(home: Path, seen: dict, out: str, tensorboard: bool = True) -> None:
     trainer = seen["trainer"]
     assert seen["trainer_role"] == "arn:aws:iam::123456789012:role/SageMakerExecutionRole"  # the caller's
     assert trainer["status"] == "Completed" and trainer["entrypoint"] == ["/bin/bash"]
     assert trainer["model"] == ["model.pt"]
-    assert any("tfevents" in key for key in trainer["tensorboard_keys"]), trainer
-    # sm_train.sh ran in the job folder (the process runtime's /opt/ml), nothing in this host's /opt/ml
     log = (home / "jobs" / trainer["name"] / "logs" / "training.log").read_text()
+    if tensorboard:
+        assert any("tfevents" in key for key in trainer["tensorboard_keys"]), trainer
+    else:  # the training image has tensorboard's protobufs only: torch's SummaryWriter cannot import
+        assert "no TensorBoard writer" in log
     assert "Running Basic Script driver" in log and "step 29 loss=" in log
     assert "Training Container Execution Completed" in log
-    assert not Path("/opt/ml/input/sm_training.env").exists()
 
     for key in ("script_mode", "entrypoint"):
         job = seen[key]
@@ -63,3 +66,19 @@ def test_sdk_v3_scripts_run_against_serve(served, sagemaker3_python: Path, tmp_p
         # wait(logs=True) showed the training log
         assert f"{job['name']}/algo-1" in out and "step 29 loss=" in out
     assert seen["entrypoint"]["tensors"] >= 10  # saved by the zero-code hook (losses every 2 steps of 30)
+
+
+def test_sdk_v3_scripts_process_runtime(served: tuple[Path, dict[str, str]], sagemaker3_python: Path,
+                                        tmp_path: Path) -> None:
+    seen, out = _run(served, sagemaker3_python, tmp_path)
+    _check(served[0], seen, out)
+    # sm_train.sh ran in the job folder (the process runtime's /opt/ml): its paths were rewritten
+    assert not Path("/opt/ml/input/sm_training.env").exists()
+    assert (served[0] / "jobs" / seen["trainer"]["name"] / "input" / "sm_training.env").is_file()
+
+
+@pytest.mark.docker
+def test_sdk_v3_scripts_docker_runtime(served_docker: tuple[Path, dict[str, str]], sagemaker3_python: Path,
+                                       tmp_path: Path) -> None:
+    seen, out = _run(served_docker, sagemaker3_python, tmp_path)
+    _check(served_docker[0], seen, out, tensorboard=False)

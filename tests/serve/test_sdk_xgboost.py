@@ -9,42 +9,15 @@ from __future__ import annotations
 import json
 import os
 import subprocess
-from collections.abc import Iterator
 from pathlib import Path
 from typing import Any
 
 import pytest
 
 from tests.algorithms._job import abalone, write_csv
-from tests.docker.conftest import sdlocal_images  # noqa: F401 - a fixture, used by name
-from tests.serve.conftest import parse_exports, sdlocal
 
 SCRIPT = Path(__file__).parent / "scripts" / "sdk_xgboost_job.py"
 pytestmark = pytest.mark.slow
-
-
-def _serve(home: Path, runtime: str) -> Iterator[dict[str, str]]:
-    started = sdlocal(home, "serve", "--background", "--port", "0", "--runtime", runtime)
-    assert started.returncode == 0, started.stderr
-    try:
-        yield parse_exports(started.stdout)
-    finally:
-        stopped = sdlocal(home, "serve", "stop")
-        assert stopped.returncode == 0, stopped.stderr
-        log = home / "serve.log"
-        if log.exists():
-            print(log.read_text(errors="replace")[-8000:])
-
-
-@pytest.fixture
-def served_process(tmp_path: Path) -> Iterator[dict[str, str]]:
-    yield from _serve(tmp_path / "home", "process")
-
-
-@pytest.fixture
-def served_docker(tmp_path: Path, request: pytest.FixtureRequest) -> Iterator[dict[str, str]]:
-    request.getfixturevalue("sdlocal_images")  # the images exist (else skip, or fail under CI)
-    yield from _serve(tmp_path / "home", "docker")
 
 
 def _run_notebook(exports: dict[str, str], sagemaker_python: Path, tmp_path: Path) -> tuple[dict[str, Any], str]:
@@ -83,12 +56,12 @@ def _check(seen: dict[str, Any], out: str) -> None:
     assert bad["code"] == "ValidationException" and "max_depth" in bad["message"], bad
 
 
-def test_builtin_xgboost_notebook_process_runtime(served_process: dict[str, str], sagemaker_python: Path,
+def test_builtin_xgboost_notebook_process_runtime(served: tuple[Path, dict[str, str]], sagemaker_python: Path,
                                                   tmp_path: Path) -> None:
-    _check(*_run_notebook(served_process, sagemaker_python, tmp_path))
+    _check(*_run_notebook(served[1], sagemaker_python, tmp_path))
 
 
 @pytest.mark.docker
-def test_builtin_xgboost_notebook_docker_runtime(served_docker: dict[str, str], sagemaker_python: Path,
-                                                 tmp_path: Path) -> None:
-    _check(*_run_notebook(served_docker, sagemaker_python, tmp_path))
+def test_builtin_xgboost_notebook_docker_runtime(served_docker: tuple[Path, dict[str, str]],
+                                                 sagemaker_python: Path, tmp_path: Path) -> None:
+    _check(*_run_notebook(served_docker[1], sagemaker_python, tmp_path))

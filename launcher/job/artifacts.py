@@ -92,11 +92,11 @@ def publish_outputs(spec: JobSpec, job_dir: JobDir, training: Handle | None, res
     uploads them on stop too). A publication that fails is said, not raised: the rules still need
     their wait."""
     if result.training_failed and not result.stopped:
-        if spec.script_mode:
-            entry_point, args = spec.entry_point, spec.training_environment().user_args()
-        else:  # the algorithm's or the container command's own command line
-            command = spec.algorithm.argv("python") if spec.algorithm is not None else spec.command.argv()  # type: ignore[union-attr]
-            entry_point, args = command[0], command[1:]
+        entry_point, args = spec.entry_point, spec.training_environment().user_args()
+        if spec.algorithm is not None:  # the algorithm's or the container command's own command line
+            entry_point, *args = spec.algorithm.argv("python")
+        elif spec.command is not None:
+            entry_point, *args = spec.command.argv()
         return failure_reason(job_dir.failure_file, result.training_exit_code, entry_point, args,
                               training.last_log_lines(40) if training else [], program=not spec.script_mode), None
     if training is None:

@@ -127,8 +127,9 @@ def attach_at_startup() -> None:
     """For hook/zero_code/sitecustomize.py: `attach()` in a process that Python itself runs the
     script of (a container command's `python train.py`); the hooks closed when it exits."""
     attached = attach()
-    if isinstance(attached, int):
-        raise SystemExit(attached)
+    if isinstance(attached, int):  # a bad config, said: the training fails as under hook.run
+        sys.stderr.flush()
+        os._exit(attached)  # SystemExit would be a fatal error of the interpreter's start
     atexit.register(_close_hooks, attached)
 
 

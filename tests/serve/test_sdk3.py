@@ -65,6 +65,10 @@ def _check(home: Path, seen: dict, out: str, tensorboard: bool = True) -> None:
         assert job["rules"]["LossNotDecreasing"] in ("NoIssuesFound", "IssuesFound"), job
         # wait(logs=True) showed the training log
         assert f"{job['name']}/algo-1" in out and "step 29 loss=" in out
+    # the request's MetricDefinitions read the log: FinalMetricDataList holds the last loss printed
+    script_log = (home / "jobs" / seen["script_mode"]["name"] / "logs" / "training.log").read_text()
+    last_loss = float(script_log.split("step 29 loss=", 1)[1].split()[0])
+    assert seen["script_mode"]["final_metrics"] == {"train:loss": pytest.approx(last_loss)}
     assert seen["entrypoint"]["tensors"] >= 10  # saved by the zero-code hook (losses every 2 steps of 30)
 
 

@@ -5,8 +5,8 @@ reach it only through the exports it prints):
    with_tensorboard_output_config(); train(wait=True, logs=True). No role= given: the SDK resolves
    the caller's role and validates it (IAM/STS), then starts sm_train.sh through ContainerEntrypoint.
 2. TrainingJob.create (sagemaker.core.resources) in script mode (sagemaker_program + the uploaded
-   sourcedir.tar.gz) with DebugHookConfig and LossNotDecreasing; wait(logs=True); refresh() until
-   the rule's status is final.
+   sourcedir.tar.gz) with DebugHookConfig, LossNotDecreasing and a metric definition; wait(logs=True);
+   refresh() until the rule's status is final; the metric's final value.
 3. TrainingJob.create with a ContainerEntrypoint (`python3 /opt/ml/input/data/code/train.py`, the
    code as a channel) and LossNotDecreasing: the zero-code hook in a script sdlocal does not start.
 
@@ -98,9 +98,11 @@ s3.put_object(Bucket=BUCKET, Key="v3-source/sourcedir.tar.gz", Body=buf.getvalue
 name = f"v3-create-{int(time.time())}"
 job = create(name, {"sagemaker_program": '"train.py"', "sagemaker_submit_directory": f'"s3://{BUCKET}/v3-source/sourcedir.tar.gz"',
                     "steps": "30"},
-             shapes.AlgorithmSpecification(training_image=IMAGE, training_input_mode="File"))
+             shapes.AlgorithmSpecification(training_image=IMAGE, training_input_mode="File", metric_definitions=[
+                 shapes.MetricDefinition(name="train:loss", regex=r"loss=([0-9.]+)")]))
 job.wait(logs=True)
-seen["script_mode"] = {"name": name, "status": job.training_job_status, "rules": until_rules_final(job)}
+seen["script_mode"] = {"name": name, "status": job.training_job_status, "rules": until_rules_final(job),
+                       "final_metrics": {m.metric_name: m.value for m in job.final_metric_data_list or []}}
 
 # 3. TrainingJob.create with a ContainerEntrypoint and the code as a channel
 for path in os.listdir(source_dir):

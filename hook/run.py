@@ -15,6 +15,7 @@ are written and a write error turns into exit code 1; the framework timeline's f
 """
 from __future__ import annotations
 
+import atexit
 import importlib.util
 import logging
 import os
@@ -50,6 +51,29 @@ def main(argv: Sequence[str] | None = None) -> int:
     failed = _requirements.prepare(args)
     if failed is not None:
         return failed
+    attached = attach()
+    if isinstance(attached, int):
+        return attached
+    closers = attached
+    sys.argv = [script, *args[1:]]
+    sys.path.insert(0, os.path.dirname(os.path.abspath(script)))
+    try:
+        runpy.run_path(script, run_name="__main__")
+    except SystemExit as e:
+        if e.code not in (None, 0):
+            _close_hooks(closers)
+            raise
+    except BaseException:
+        # The script failed (or exited): still write what it saved, then let the error through.
+        _close_hooks(closers)
+        raise
+    return 0 if _close_hooks(closers) else 1
+
+
+def attach() -> list[Callable[[], None]] | int:
+    """The zero-code hooks of this job attached to this process (torch's where torch is installed,
+    xgboost's when it is imported), `import smdebug` made sdlocal's and SIGTERM made an exit; their
+    closers, or the exit code 2 after a line saying which config is bad."""
     config_path = HookConfig.default_path()
     config: HookConfig | None = None
     xgb_config: HookConfig | None = None
@@ -80,37 +104,33 @@ def main(argv: Sequence[str] | None = None) -> int:
         return 2
     if not profiler.enabled:
         logger.info("no enabled profiler config at %s: no framework metrics", profiler_path)
-    attach: AutoAttach | None = None
+    attacher: AutoAttach | None = None
     xgb_attach: XGBoostAttach | None = None
     timeline = _timeline.configure(profiler)
     # torch only where installed (an XGBoost image has none); xgboost is patched when imported
     if (config is not None or timeline is not None) and importlib.util.find_spec("torch") is not None:
         from sdlocal.hook._autoattach import AutoAttach
 
-        attach = AutoAttach(config)
-        attach.install()
+        attacher = AutoAttach(config)
+        attacher.install()
     if xgb_config is not None and importlib.util.find_spec("xgboost") is not None:
         from sdlocal.hook._xgb_autoattach import XGBoostAttach
 
         xgb_attach = XGBoostAttach(xgb_config)
         xgb_attach.install()
-    closers = [a.close for a in (xgb_attach, attach) if a is not None]
-
     use_sdlocal_smdebug()  # the script's `import smdebug.pytorch` is this hook
     _exit_on_sigterm()
-    sys.argv = [script, *args[1:]]
-    sys.path.insert(0, os.path.dirname(os.path.abspath(script)))
-    try:
-        runpy.run_path(script, run_name="__main__")
-    except SystemExit as e:
-        if e.code not in (None, 0):
-            _close_hooks(closers)
-            raise
-    except BaseException:
-        # The script failed (or exited): still write what it saved, then let the error through.
-        _close_hooks(closers)
-        raise
-    return 0 if _close_hooks(closers) else 1
+    return [a.close for a in (xgb_attach, attacher) if a is not None]
+
+
+def attach_at_startup() -> None:
+    """For hook/zero_code/sitecustomize.py: `attach()` in a process that Python itself runs the
+    script of (a container command's `python train.py`); the hooks closed when it exits."""
+    attached = attach()
+    if isinstance(attached, int):  # a bad config, said: the training fails as under hook.run
+        sys.stderr.flush()
+        os._exit(attached)  # SystemExit would be a fatal error of the interpreter's start
+    atexit.register(_close_hooks, attached)
 
 
 def _exit_on_sigterm() -> None:

@@ -18,9 +18,12 @@ import numpy as np
 import xgboost as xgb
 
 from sdlocal.hook.algorithms.errors import UserError
-from sdlocal.hook.algorithms.xgboost_versions import VersionTraits
+from sdlocal.hook.algorithms.xgboost_versions import (  # noqa: F401 - metric_definitions: also named here
+    TAB,
+    VersionTraits,
+    metric_definitions,
+)
 
-TAB = "#011"
 MULTICLASS_BINARY_ERROR = ("Target is multiclass but average='binary'. Please choose another average setting, one of "
                            "[None, 'micro', 'macro', 'weighted'].")
 
@@ -176,15 +179,3 @@ class MetricLines(xgb.callback.TrainingCallback):
         if evals_log:
             print(format_line(epoch, evals_log, self.traits, self.custom), file=self.out or sys.stdout, flush=True)
         return False
-
-
-NUMBER = r"([-+]?[0-9]*\.?[0-9]+(?:[eE][-+]?[0-9]+)?)"
-
-
-def metric_definitions(traits: VersionTraits) -> list[dict[str, str]]:
-    """`MetricDefinitions` for the version's metrics, `train:<m>` and `validation:<m>`. The container
-    declares `validation:<m>` as `.*\\[[0-9]+\\].*#011validation-<m>:(\\S+)` (algorithm_mode/metrics.py),
-    whose `\\S+` also takes the rest of the line when another metric follows (`#011` is no space): these
-    capture the number only."""
-    return [{"Name": f"{data}:{m}", "Regex": f".*\\[[0-9]+\\].*{TAB}{data}-{m}:{NUMBER}"}
-            for data in ("train", "validation") for m in traits.eval_metrics]

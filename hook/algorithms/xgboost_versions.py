@@ -124,3 +124,17 @@ VERSIONS: dict[str, VersionTraits] = {t.name: t for t in (
     _traits("1.7-1", _V171, _OBJ_171, _MAX_131, _MIN_131, _CUSTOM_131, old_gpu=False, local_histmaker=False,
             quantile=True),
 )}
+
+
+# the tab of xgboost's evaluation line as CloudWatch Logs shows it (xgboost_metrics.py)
+TAB = "#011"
+NUMBER = r"([-+]?[0-9]*\.?[0-9]+(?:[eE][-+]?[0-9]+)?)"
+
+
+def metric_definitions(traits: VersionTraits) -> list[dict[str, str]]:
+    """`MetricDefinitions` for the version's metrics, `train:<m>` and `validation:<m>`. The container
+    declares `validation:<m>` as `.*\\[[0-9]+\\].*#011validation-<m>:(\\S+)` (algorithm_mode/metrics.py),
+    whose `\\S+` also takes the rest of the line when another metric follows (`#011` is no space): these
+    capture the number only."""
+    return [{"Name": f"{data}:{m}", "Regex": f".*\\[[0-9]+\\].*{TAB}{data}-{m}:{NUMBER}"}
+            for data in ("train", "validation") for m in traits.eval_metrics]

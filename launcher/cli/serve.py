@@ -14,7 +14,7 @@ import click
               default="auto", show_default=True, help="Where the jobs' training and evaluators run (as `run`).")
 @click.pass_context
 def serve(ctx: click.Context, port: int | None, background: bool, runtime: str) -> None:
-    """A local SageMaker endpoint (SageMaker training API, S3, CloudWatch Logs) for SDK v2 scripts.
+    """A local SageMaker endpoint (SageMaker training API, S3, CloudWatch Logs) for SDK v2/v3 scripts.
 
     Prints the exports a script needs (`eval "$(sdlocal serve --background)"`); with them an
     unchanged `PyTorch(..., rules=[...]).fit()` runs its job here, as `sdlocal run` would."""

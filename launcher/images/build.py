@@ -36,10 +36,11 @@ IMAGE_LABEL = LABEL_IMAGE  # value: "training" | "evaluator"; says who owns an i
 # trial/proto.py imports only its protobuf modules (no grpcio, werkzeug, markdown, ...). matplotlib
 # draws the rules' HTML reports (ProfilerReport, the XGBoost report) in the evaluator image. The
 # training image runs PyTorch and XGBoost jobs alike: xgboost-cpu (the CPU build of `xgboost`, 6 MB,
-# plus scipy) beside torch's CPU build; the hook run picks what the script imports.
+# plus scipy) beside torch's CPU build; the hook run picks what the script imports. pyarrow: SageMaker's
+# XGBoost algorithm reads application/x-parquet channels with it (hook/algorithms/xgboost_data.py).
 COMMON_REQUIREMENTS = ("numpy", "protobuf")
 EVALUATOR_REQUIREMENTS = (*COMMON_REQUIREMENTS, "boto3", "botocore", "matplotlib")
-TRAINING_REQUIREMENTS = (*COMMON_REQUIREMENTS, "torch", "xgboost-cpu")
+TRAINING_REQUIREMENTS = (*COMMON_REQUIREMENTS, "torch", "xgboost-cpu", "pyarrow")
 NO_DEPS_REQUIREMENTS = ("tensorboard",)
 TORCH_DEFAULT_VERSION = "2.13.0"
 PYTHON_VERSION = "3.11"  # Debian bookworm's python3 and python:3.11-slim: cp311 wheels fit both

@@ -49,15 +49,16 @@ def publish_folder(folder: Path, output: Storage, name: str, work_dir: Path) -> 
 
 
 def failure_reason(failure_file: Path, exit_code: int | None, entry_point: str, user_args: list[str],
-                   log_lines: list[str]) -> str:
-    """The job's FailureReason; writes the failure file when the script did not (the toolkit's way)."""
+                   log_lines: list[str], *, program: bool = False) -> str:
+    """The job's FailureReason; writes the failure file when the script did not (the toolkit's way).
+    `program`: `entry_point` is the command's program itself, not a script run by python."""
     try:
         text = failure_file.read_text(errors="replace").strip()
     except OSError:
         text = ""
     if not text:
         message = _error_message(log_lines)
-        command = shlex.join(["python", entry_point, *user_args])
+        command = shlex.join([*([] if program else ["python"]), entry_point, *user_args])
         text = f'ExecuteUserScriptError:\nExitCode {exit_code}\nErrorMessage "{message}"\nCommand "{command}"'
         failure_file.parent.mkdir(parents=True, exist_ok=True)
         failure_file.write_text(text)
@@ -91,9 +92,13 @@ def publish_outputs(spec: JobSpec, job_dir: JobDir, training: Handle | None, res
     uploads them on stop too). A publication that fails is said, not raised: the rules still need
     their wait."""
     if result.training_failed and not result.stopped:
-        env = spec.training_environment()
-        return failure_reason(job_dir.failure_file, result.training_exit_code, spec.entry_point,
-                              env.user_args(), training.last_log_lines(40) if training else []), None
+        entry_point, args = spec.entry_point, spec.training_environment().user_args()
+        if spec.algorithm is not None:  # the algorithm's or the container command's own command line
+            entry_point, *args = spec.algorithm.argv("python")
+        elif spec.command is not None:
+            entry_point, *args = spec.command.argv()
+        return failure_reason(job_dir.failure_file, result.training_exit_code, entry_point, args,
+                              training.last_log_lines(40) if training else [], program=not spec.script_mode), None
     if training is None:
         return None, None
     if result.training_exit_code == 0:

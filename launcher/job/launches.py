@@ -36,6 +36,7 @@ def training_launch(spec: JobSpec, job_dir: JobDir, env: Env, data_inputs: tuple
         model_dir=job_dir.model, log_path=job_dir.logs / "training.log", image=spec.training_image, env=env,
         training_env=spec.training_environment(), environment=tuple(spec.environment.items()),
         data_inputs=data_inputs, network_isolation=spec.containers.network_isolation,
+        algorithm=spec.algorithm, command=spec.command,
     )
 
 

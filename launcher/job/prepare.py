@@ -78,10 +78,13 @@ def stage_inputs(spec: JobSpec, job_dir: JobDir, bucket: Buckets, stop: threadin
         job_dir.create()
         if spec.source_s3_uri is not None:
             fetch_source(bucket, spec.source_s3_uri, job_dir.code)
-            if not (job_dir.code / spec.entry_point).is_file():
+            if spec.script_mode and not (job_dir.code / spec.entry_point).is_file():
                 raise SpecError("EntryPoint", f"{spec.entry_point!r} is not in {spec.source_s3_uri} "
                                               f"(unpacked into {job_dir.code})")
             echo(f"Source: {spec.source_s3_uri} unpacked into {job_dir.code}")
+            spec = replace(spec, source_dir=job_dir.code)
+        elif spec.code_in_job_folder:  # an algorithm or container command without SourceDir
+            job_dir.code.mkdir(parents=True, exist_ok=True)
             spec = replace(spec, source_dir=job_dir.code)
         return spec, stage_channels(bucket, spec.channels, job_dir.input_data, stop=stop, echo=echo)
     except BaseException:

@@ -14,6 +14,7 @@ from pathlib import Path
 from typing import Any
 
 from sdlocal.launcher.jobdir.training_env import TrainingEnvironment
+from sdlocal.launcher.spec.algorithm import BuiltinAlgorithm, ContainerCommand
 
 
 @dataclass(frozen=True)
@@ -41,6 +42,8 @@ class TrainingLaunch:
     environment: tuple[tuple[str, str], ...] = ()  # the request's Environment
     data_inputs: tuple[DataInput, ...] = ()
     network_isolation: bool = False  # EnableNetworkIsolation: no network at all for the training
+    algorithm: BuiltinAlgorithm | None = None  # SageMaker's XGBoost algorithm instead of a script
+    command: ContainerCommand | None = None  # the request's ContainerEntrypoint + ContainerArguments
 
     @property
     def job_root(self) -> Path:
@@ -51,7 +54,13 @@ class TrainingLaunch:
         return self.training_env or TrainingEnvironment(self.job_name, self.entry_point, self.hyperparameters)
 
     def argv(self, python: str = sys.executable) -> list[str]:
-        """The hyperparameters as the SageMaker training toolkit passes them: `--key value`, sorted."""
+        """What the training runs: the script under the zero-code hook, with the hyperparameters as the
+        SageMaker training toolkit passes them (`--key value`, sorted); the built-in algorithm; or
+        the request's container command as given (paths of the container's /opt/ml)."""
+        if self.algorithm is not None:
+            return self.algorithm.argv(python)
+        if self.command is not None:
+            return self.command.argv()
         return [python, "-m", "sdlocal.hook.run", self.entry_point, *self.toolkit_env().user_args()]
 
     def container_env(self, opt_ml: str | None = None, code_dir: str | None = None, num_gpus: int = 0) -> dict[str, str]:

@@ -52,6 +52,7 @@ from sdlocal.launcher.runtime.docker_config import (
 from sdlocal.launcher.settings import LABEL_JOB, LABEL_ROLE, LABEL_RULE, LABEL_RUN
 
 GATEWAY_ALIAS = "sdlocal-s3"
+ZERO_CODE_DIR = "/opt/sdlocal-zero-code"  # hook/zero_code/, mounted for a container command
 _HARDENING: dict[str, Any] = {
     "read_only": True,
     "tmpfs": {"/tmp": "rw,nosuid,nodev,size=512m"},
@@ -302,23 +303,32 @@ class DockerRuntime(Runtime):
             self.echo(note)
         container_config = launch.config_dir.with_name("config.container")
         mounts = training_mounts(launch.source_dir, launch.config_dir, launch.model_dir, container_config,
-                                 launch.data_inputs)
+                                 launch.data_inputs, writable_copies=launch.command is not None)
         write_container_config(launch.config_dir, container_config, mounts)
         user = self.training_user or training_user(None)
         self._give_folders(user, mounts, launch)
         env = {**map_env(env, mounts), "HOME": "/tmp", "USER": "sdlocal" if not user.is_root else "root"}
         argv = launch.argv("python")
+        volumes = dict(m.to_volume() for m in mounts)
+        extra: dict[str, Any] = {}
+        if launch.command is not None:
+            # as in SageMaker's containers: /opt/ml/input is writable (ModelTrainer's drivers write
+            # their sm_training.env there), and the scripts it starts get the zero-code hook
+            from sdlocal.hook.zero_code import site_dir
+
+            extra["tmpfs"] = {f"{OPT_ML}/input": "rw,exec,mode=1777,size=64m"}
+            volumes[str(site_dir())] = {"bind": ZERO_CODE_DIR, "mode": "ro"}
+            env["PYTHONPATH"] = ":".join(filter(None, [ZERO_CODE_DIR, env.get("PYTHONPATH")]))
         return self._run(
             f"training {launch.job_name}", launch.log_path, self._labels(launch.job_name, "training"),
             isolated=launch.network_isolation, image=image, entrypoint=argv[:1], command=argv[1:], environment=env,
-            working_dir="/opt/ml/code", user=user.to_docker(), volumes=dict(m.to_volume() for m in mounts),
-            shm_size="1g",
+            working_dir="/opt/ml/code", user=user.to_docker(), volumes=volumes, shm_size="1g", **extra,
         )
 
     @staticmethod
     def _give_folders(user: ContainerUser, mounts: list[Any], launch: TrainingLaunch) -> None:
         """The training's writable folders are its user's; its inputs are readable by it (else one line)."""
-        inputs = [launch.source_dir, launch.source_dir / launch.entry_point]
+        inputs = [launch.source_dir] + ([launch.source_dir / launch.entry_point] if launch.entry_point else [])
         config = next(m.source for m in mounts if m.container.endswith("/input/config"))
         inputs += [config, *sorted(config.glob("*.json"))] if config is not None else []
         inputs += [d.host for d in launch.data_inputs]

@@ -161,18 +161,26 @@ def map_env(env: Mapping[str, str], mounts: Iterable[Mount]) -> dict[str, str]:
 
 
 def training_mounts(source_dir: Path, config_dir: Path, model_dir: Path, container_config: Path,
-                    data_inputs: Iterable[Any] = ()) -> list[Mount]:
+                    data_inputs: Iterable[Any] = (), *, writable_copies: bool = False) -> list[Mount]:
     """The training container's /opt/ml. `config_dir` is the job's `input/config` (JobDir layout:
     the job root is two levels up, its `output/` is the hook's output that the launcher uploads).
     `data_inputs` (runtime `DataInput`s: `rel` under /opt/ml, `host` path) are the channels,
-    mounted read-only at /opt/ml/input/data/<channel>."""
+    mounted read-only at /opt/ml/input/data/<channel>; with `writable_copies` (a container command:
+    SageMaker's channels are writable, and ModelTrainer's `chmod +x`es its driver script in one) the
+    channels downloaded into the job folder are writable, a local channel (the user's folder) never."""
     job_root = config_dir.parent.parent
+
+    def channel(d: Any) -> Mount:
+        host = d.host.resolve()
+        own_copy = writable_copies and host.is_relative_to(job_root.resolve())
+        return Mount(job_root / d.rel, f"{OPT_ML}/{d.rel}", read_only=not own_copy, source=host)
+
     return [
         Mount(source_dir, CODE_DIR, read_only=True),
         Mount(config_dir, CONFIG_DIR, read_only=True, source=container_config),
         Mount(job_root / "output", OUTPUT_DIR),
         Mount(model_dir, MODEL_DIR),
-        *(Mount(job_root / d.rel, f"{OPT_ML}/{d.rel}", read_only=True, source=d.host.resolve()) for d in data_inputs),
+        *(channel(d) for d in data_inputs),
     ]
 
 

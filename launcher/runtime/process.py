@@ -69,9 +69,27 @@ class ProcessRuntime(Runtime):
                                      "the network; use the docker runtime")
         if self.num_gpus is None:
             self.num_gpus = count_gpus()
-        return self._start(f"training {launch.job_name}", launch.log_path,
-                           launch.to_process_kwargs(self.python, num_gpus=self.num_gpus),
+        kwargs = launch.to_process_kwargs(self.python, num_gpus=self.num_gpus)
+        if launch.command is not None:
+            kwargs = self._command_kwargs(launch, kwargs)
+        return self._start(f"training {launch.job_name}", launch.log_path, kwargs,
                            {LABEL_JOB: launch.job_name, LABEL_ROLE: "training"})
+
+    def _command_kwargs(self, launch: TrainingLaunch, kwargs: dict[str, Any]) -> dict[str, Any]:
+        """A container command here: its /opt/ml paths (and those of the channels it runs) moved to
+        the job folder (launcher/runtime/opt_ml.py); python3 the training's interpreter; the zero-code
+        hook attached to the scripts it starts (hook/zero_code/sitecustomize.py)."""
+        from sdlocal.hook.zero_code import site_dir
+        from sdlocal.launcher.runtime.opt_ml import command_env, localize_channels, map_opt_ml
+
+        root = launch.job_root
+        argv = [map_opt_ml(arg, root) for arg in kwargs["args"]]
+        try:
+            localize_channels(root, kwargs["args"])
+        except OSError as e:
+            raise RuntimeLaunchError(f"cannot prepare the channels of the container command: {e}") from e
+        env = command_env({**self.base_env, **kwargs["env"]}, self.python, site_dir())
+        return {"args": argv, "cwd": kwargs["cwd"], "env": env}
 
     def start_rule(self, launch: RuleLaunch) -> ProcessHandle:
         return self._start(f"rule {launch.rule_name}", launch.log_path, launch.to_process_kwargs(self.python),

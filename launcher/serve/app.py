@@ -1,9 +1,11 @@
 """The endpoint: a WSGI app in front of moto's. Requests whose `X-Amz-Target` is `SageMaker.*`
-(the SDK's SageMaker client, JSON 1.1) are answered by `SageMakerApi`; everything else (S3,
-CloudWatch Logs, STS) by moto's server app, which picks the service from the request's signature.
+(the SDK's SageMaker client, JSON 1.1) are answered by `SageMakerApi`; the IAM and STS calls the
+SDK v3 makes to check its role by launcher/serve/iam.py; everything else (S3, CloudWatch Logs and metrics, the rest of STS/IAM) by moto's server app, which
+picks the service from the request's signature.
 `ServeServer` runs it on a loopback port and owns the jobs it started."""
 from __future__ import annotations
 
+import io
 import json
 import threading
 import time
@@ -14,7 +16,9 @@ from typing import Any
 from sdlocal.launcher.job.model import RunOptions
 from sdlocal.launcher.job.run import run_job
 from sdlocal.launcher.s3.endpoint import DEFAULT_BUCKET, DUMMY_CREDENTIALS, REGION, S3Endpoint, ensure_bucket
+from sdlocal.launcher.serve import iam
 from sdlocal.launcher.serve.api import ApiError, SageMakerApi
+from sdlocal.launcher.serve.iam import signing_service
 from sdlocal.launcher.serve.jobs import ServedJob, job_folder
 from sdlocal.launcher.serve.logs import ensure_log_group
 from sdlocal.launcher.spec.model import JobSpec
@@ -41,6 +45,14 @@ class Dispatcher:
     def __call__(self, environ: dict[str, Any], start_response: Callable[..., Any]) -> Iterable[bytes]:
         target = environ.get("HTTP_X_AMZ_TARGET", "")
         if not target.startswith(_TARGET_PREFIX):
+            service = signing_service(environ.get("HTTP_AUTHORIZATION", ""))
+            if service in ("iam", "sts"):  # the SDK v3's role checks, answered as for a permitted role
+                raw = environ["wsgi.input"].read(int(environ.get("CONTENT_LENGTH") or 0))
+                answered = iam.answer(service, raw)
+                if answered is not None:
+                    start_response("200 OK", [("Content-Type", "text/xml"), ("Content-Length", str(len(answered)))])
+                    return [answered]
+                environ["wsgi.input"] = io.BytesIO(raw)  # moto reads it again
             return self.moto_app(environ, start_response)
         operation = target[len(_TARGET_PREFIX):]
         try:
@@ -119,7 +131,7 @@ class ServeServer:
     def _create_job(self, request: Mapping[str, Any], spec: JobSpec) -> ServedJob:
         job_dir = job_folder(self.home, spec.job_name)
         return ServedJob(request, spec, job_dir=job_dir, endpoint=self.endpoint, run=self._run_job,
-                         logs=self.client("logs"), region=REGION,
+                         logs=self.client("logs"), region=REGION, cloudwatch=self.client("cloudwatch"),
                          on_log_error=lambda message: self.echo(f"[{spec.job_name}] Warning: {message}"))
 
     def _run_job(self, job: ServedJob) -> None:

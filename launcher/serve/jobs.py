@@ -11,6 +11,7 @@ from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
 from sdlocal.evaluator.status import arn
+from sdlocal.launcher.job.metrics import MetricRecorder
 from sdlocal.launcher.job.model import RunOptions
 from sdlocal.launcher.jobdir.folder import JobDir
 from sdlocal.launcher.s3.endpoint import S3Endpoint
@@ -59,7 +60,7 @@ class ServedJob:
     """One job: `start()` runs it in a thread; `describe()` is DescribeTrainingJob's answer."""
 
     def __init__(self, request: Mapping[str, Any], spec: JobSpec, *, job_dir: JobDir, endpoint: S3Endpoint,
-                 run: Callable[[ServedJob], Any], logs: Any, region: str,
+                 run: Callable[[ServedJob], Any], logs: Any, region: str, cloudwatch: Any = None,
                  clock: Callable[[], float] = time.time, on_log_error: Callable[[str], None] = lambda m: None) -> None:
         self.request = dict(request)
         self.spec = spec
@@ -77,7 +78,10 @@ class ServedJob:
         self.training_end: float | None = None
         self.transitions: list[Transition] = [Transition("Starting", "Preparing the instances for training",
                                                          self.created)]
-        self.pump = LogPump(logs, spec.job_name, job_dir.logs / "training.log", clock=clock, on_error=on_log_error)
+        # the metrics of the log's lines as they are sent (FinalMetricDataList, CloudWatch's metrics)
+        self.metrics = MetricRecorder(spec.job_name, spec.metric_definitions, cloudwatch, on_error=on_log_error)
+        self.pump = LogPump(logs, spec.job_name, job_dir.logs / "training.log", clock=clock, on_error=on_log_error,
+                            on_lines=self.metrics.lines if spec.metric_definitions else None)
         self._run = run
         self._lock = threading.Lock()
         self._thread = threading.Thread(target=self._main, name=f"job-{spec.job_name}", daemon=True)
@@ -213,6 +217,11 @@ class ServedJob:
                 out["TrainingEndTime"] = self.training_end
             out["LastModifiedTime"] = self.modified
             out["SecondaryStatusTransitions"] = [t.to_api() for t in self.transitions]
+            if self.spec.metric_definitions:
+                # what the service shows: the algorithm's definitions too (training_job_analytics reads them)
+                out["AlgorithmSpecification"] = {**out.get("AlgorithmSpecification", {}), "MetricDefinitions": [
+                    d.to_request() for d in self.spec.metric_definitions]}
+                out["FinalMetricDataList"] = self.metrics.final()
             if self.training_start is not None and self.training_end is not None:
                 seconds = max(1, round(self.training_end - self.training_start))
                 out["TrainingTimeInSeconds"] = out["BillableTimeInSeconds"] = seconds

@@ -124,7 +124,8 @@ class LogPump:
 
     def __init__(self, logs: Any, job_name: str, path: Path, *, interval: float = 0.5,
                  clock: Callable[[], float] = time.time, on_error: Callable[[str], None] = lambda message: None,
-                 max_event_bytes: int = MAX_EVENT_BYTES) -> None:
+                 max_event_bytes: int = MAX_EVENT_BYTES,
+                 on_lines: Callable[[list[str], float], None] | None = None) -> None:
         self.logs = logs
         self.path = path
         self.stream = f"{job_name}/algo-1-{int(clock())}"
@@ -132,6 +133,7 @@ class LogPump:
         self.clock = clock
         self.on_error = on_error
         self.max_event_bytes = max_event_bytes
+        self.on_lines = on_lines  # each line once it is all sent, with the time it was sent (metrics)
         self._offset = 0
         self._skip = 0  # messages of the line at _offset already sent
         self._last_ms = 0
@@ -200,7 +202,7 @@ class LogPump:
             except self.logs.exceptions.ResourceAlreadyExistsException:
                 pass  # created by a call whose answer was lost
             self._created = True
-        sent = 0
+        sent = told = 0
         for batch in batches(lines, self._skip):
             now = max(int(self.clock() * 1000), self._last_ms)  # never earlier than what was sent
             try:
@@ -212,5 +214,9 @@ class LogPump:
             self._last_ms = now
             self._offset, self._skip = batch.offset, batch.skip
             sent += len(batch.messages)
+            done = [line for line in lines[told:] if line.end <= self._offset]
+            told += len(done)
+            if done and self.on_lines is not None:
+                self.on_lines(["".join(line.messages) for line in done], now / 1000)
         self._failing = False
         return sent

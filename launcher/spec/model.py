@@ -16,6 +16,7 @@ from typing import Any
 
 from sdlocal.evaluator.rule import RuleKind
 from sdlocal.launcher.jobdir.training_env import TrainingEnvironment
+from sdlocal.launcher.spec.algorithm import BuiltinAlgorithm, ContainerCommand, MetricDefinition
 from sdlocal.launcher.spec.collection_configs import (
     CollectionConfig,
 )
@@ -121,6 +122,17 @@ class JobSpec:
     model_output: str = ""  # <OutputDataConfig.S3OutputPath or the job's output base>/<job>/output
     stopping: StoppingCondition = field(default_factory=StoppingCondition)
     containers: ContainerSettings = field(default_factory=ContainerSettings)  # network isolation, encryption
+    # what runs when it is not the script (launcher/spec/algorithm.py): SageMaker's XGBoost algorithm
+    # (its image URI, no script), or the request's ContainerEntrypoint + ContainerArguments
+    algorithm: BuiltinAlgorithm | None = None
+    command: ContainerCommand | None = None
+    metric_definitions: tuple[MetricDefinition, ...] = ()  # the algorithm's, then the request's
+    code_in_job_folder: bool = False  # no script and no SourceDir: /opt/ml/code is the job's own code folder
+
+    @property
+    def script_mode(self) -> bool:
+        """The SDK's script mode: `entry_point` run by the training toolkit (with the zero-code hook)."""
+        return self.algorithm is None and self.command is None
 
     @property
     def model_artifacts(self) -> str:

@@ -11,6 +11,12 @@ from typing import Any
 
 from sdlocal.evaluator.rule import RuleKind
 from sdlocal.launcher.errors import SpecError
+from sdlocal.launcher.spec.algorithm import (
+    merged_definitions,
+    parse_builtin_algorithm,
+    parse_container_command,
+    parse_metric_definitions,
+)
 from sdlocal.launcher.spec.collection_configs import (
     CollectionConfig,
     merge_collections,
@@ -57,6 +63,10 @@ _USED_FIELDS = frozenset(
 )
 
 
+_ALGORITHM_FIELDS = frozenset({"TrainingImage", "TrainingInputMode", "MetricDefinitions", "ContainerEntrypoint",
+                               "ContainerArguments"})
+
+
 _RULE_FIELDS = frozenset({"RuleConfigurationName", "RuleEvaluatorImage", "RuleParameters", "InstanceType"})
 
 
@@ -88,19 +98,32 @@ def parse_request(
     hyperparameters = {k: decode_sdk_hyperparameter(v) for k, v in raw_hp.items() if not k.startswith("sagemaker_")}
 
     source_dir, source_uri = parse_source_dir(req.get("SourceDir"), base_dir, sdk_submit_dir)
-    entry_point = req.get("EntryPoint") or (decode_sdk_hyperparameter(sdk_program) if sdk_program else None)
-    if not entry_point or not isinstance(entry_point, str):
-        raise SpecError("EntryPoint", "required: the training script (or HyperParameters.sagemaker_program)")
-    check_entry_point(entry_point, source_dir, source_uri is None)
-
     algo = as_mapping(req.get("AlgorithmSpecification"), "AlgorithmSpecification")
-    optional_str(algo.get("TrainingImage"), "AlgorithmSpecification.TrainingImage")
+    image = optional_str(algo.get("TrainingImage"), "AlgorithmSpecification.TrainingImage")
     if algo.get("TrainingInputMode", "File") not in ("File", "FastFile", "Pipe"):
         raise SpecError("AlgorithmSpecification.TrainingInputMode",
                         f"{algo['TrainingInputMode']!r} is not one of File, FastFile, Pipe")
-    ignored += [f"AlgorithmSpecification.{k}" for k in algo if k not in ("TrainingImage", "TrainingInputMode")]
+    ignored += [f"AlgorithmSpecification.{k}" for k in algo if k not in _ALGORITHM_FIELDS]
     channels = parse_channels(req.get("InputDataConfig"), base_dir, algo.get("TrainingInputMode", "File"),
                               ignored, warnings)
+    metric_definitions = parse_metric_definitions(algo.get("MetricDefinitions"))
+    # what runs: a container command, the script (script mode), or a built-in algorithm (its image)
+    command = parse_container_command(algo)
+    entry_point = req.get("EntryPoint") or (decode_sdk_hyperparameter(sdk_program) if sdk_program else None)
+    algorithm = None
+    if command is None and not entry_point:
+        found = parse_builtin_algorithm(image, raw_hp, {c.name: c.to_input_data_config() for c in channels})
+        if found is None:
+            raise SpecError("EntryPoint", "required: the training script (or HyperParameters.sagemaker_program), "
+                                          "a SageMaker XGBoost algorithm image or a ContainerEntrypoint")
+        algorithm, own_definitions = found
+        metric_definitions = merged_definitions(own_definitions, metric_definitions)
+    if entry_point is not None and not isinstance(entry_point, str):
+        raise SpecError("EntryPoint", f"must be a path, got {type(entry_point).__name__}")
+    if command is None and algorithm is None:
+        assert entry_point
+        check_entry_point(entry_point, source_dir, source_uri is None)
+    code_given = req.get("SourceDir") is not None or sdk_submit_dir is not None
     resources = as_mapping(req.get("ResourceConfig"), "ResourceConfig")
     ignored += [f"ResourceConfig.{k}" for k in resources if k not in ("InstanceType", "InstanceCount")]
     instance_type = parse_instance_type(resources, warnings)
@@ -138,7 +161,7 @@ def parse_request(
         tb = TensorBoardSpec(f"{tb_base}/{job}/tensorboard-output",
                              optional_str(tb_req.get("LocalPath"), "TensorBoardOutputConfig.LocalPath"))
     return JobSpec(
-        job_name=job, entry_point=entry_point, source_dir=source_dir, hyperparameters=hyperparameters,
+        job_name=job, entry_point=entry_point or "", source_dir=source_dir, hyperparameters=hyperparameters,
         hook=hook, debug_rules=debug_rules, profiler_rules=profiler_rules, profiler=profiler, tensorboard=tb,
         training_image=algo.get("TrainingImage"), job_output=job_output,
         ignored_fields=tuple(dict.fromkeys(ignored)), warnings=tuple(warnings),
@@ -146,6 +169,8 @@ def parse_request(
         instance_type=instance_type, source_s3_uri=source_uri,
         model_output=f"{model_base}/{job}/output",
         stopping=parse_stopping_condition(req.get("StoppingCondition")), containers=parse_container_settings(req),
+        algorithm=algorithm, command=command, metric_definitions=metric_definitions,
+        code_in_job_folder=(algorithm is not None or command is not None) and not code_given,
     )
 
 

@@ -93,7 +93,9 @@ def run_algorithm(tmp: Path, hyperparameters: dict[str, str], channels: list[dic
     """Lay out the job folder as `sdlocal run` does and run the algorithm in it; `edit` changes the
     job folder before the run (what the launcher itself would refuse to write)."""
     (tmp / "code").mkdir(parents=True, exist_ok=True)
-    (tmp / "code" / "train.py").write_text("")  # the spec parser still wants an entry point (the lead's wiring)
+    # an entry point keeps the spec in script mode: the launcher would refuse the bad requests these tests
+    # give the runner itself (CreateTrainingJob checks an algorithm request: launcher/spec/algorithm.py)
+    (tmp / "code" / "train.py").write_text("")
     request: dict[str, Any] = {
         "TrainingJobName": "xgboost-algorithm", "EntryPoint": "train.py", "SourceDir": str(tmp / "code"),
         "AlgorithmSpecification": {"TrainingImage": IMAGE.replace("1.7-1", version), "TrainingInputMode": "File"},

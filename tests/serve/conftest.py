@@ -11,6 +11,7 @@ from pathlib import Path
 import pytest
 
 from tests.conftest import REPO_ROOT, in_ci
+from tests.docker.conftest import sdlocal_images  # noqa: F401 - a fixture (served_docker asks for it by name)
 
 SAGEMAKER_PYTHON = Path(os.environ.get("SDLOCAL_SAGEMAKER_PYTHON",
                                        str(REPO_ROOT / ".venv-sagemaker" / "bin" / "python")))
@@ -43,11 +44,9 @@ def parse_exports(text: str) -> dict[str, str]:
     return out
 
 
-@pytest.fixture
-def served(tmp_path: Path) -> Iterator[tuple[Path, dict[str, str]]]:
-    """(SDLOCAL_HOME, the exports `sdlocal serve --background` printed); stopped afterwards."""
-    home = tmp_path / "home"
-    started = sdlocal(home, "serve", "--background", "--port", "0")
+def serve_background(home: Path, runtime: str = "process") -> Iterator[tuple[Path, dict[str, str]]]:
+    """(SDLOCAL_HOME, the exports `sdlocal serve --background --runtime RUNTIME` printed); stopped afterwards."""
+    started = sdlocal(home, "serve", "--background", "--port", "0", "--runtime", runtime)
     assert started.returncode == 0, started.stderr
     try:
         yield home, parse_exports(started.stdout)
@@ -56,4 +55,17 @@ def served(tmp_path: Path) -> Iterator[tuple[Path, dict[str, str]]]:
         assert stopped.returncode == 0, stopped.stderr
         log = home / "serve.log"
         if log.exists():
-            print(log.read_text(errors="replace")[-6000:])
+            print(log.read_text(errors="replace")[-8000:])
+
+
+@pytest.fixture
+def served(tmp_path: Path) -> Iterator[tuple[Path, dict[str, str]]]:
+    """(SDLOCAL_HOME, the exports `sdlocal serve --background` printed); stopped afterwards."""
+    yield from serve_background(tmp_path / "home")
+
+
+@pytest.fixture
+def served_docker(tmp_path: Path, request: pytest.FixtureRequest) -> Iterator[tuple[Path, dict[str, str]]]:
+    """`served` with the docker runtime, once sdlocal's images exist (else skip, or fail under CI)."""
+    request.getfixturevalue("sdlocal_images")
+    yield from serve_background(tmp_path / "home", "docker")

@@ -12,6 +12,12 @@ platform does. It runs as a non-root user (`--training-user`, `training_user()`)
 sdlocal, or uid 1000 when that is root, whose writable folders (output/, model/) are then given
 to it; an input it could not read is one line before anything starts.
 
+A job of several hosts runs one training container per host (`algo-1` .. `algo-N`: its hostname
+and its alias on the job network, so every host reaches the others by name, rank 0 at algo-1:7777
+as on SageMaker), each with its own /opt/ml (the host's folders of the job) and, when asked
+(`HostLimits`: --host-cpus, --host-memory), its own CPU and memory limits. With EnableNetworkIsolation
+they share a network of their own that reaches nothing else.
+
 Every container and the network carry `sdlocal.job`, `sdlocal.run` and `sdlocal.role` labels
 (`sdlocal.rule` for evaluators); `close()` removes this run's containers and network unless `keep`.
 Container output is copied, as it comes, into the job's log files (`sdlocal logs` works after removal).
@@ -30,13 +36,14 @@ from typing import Any
 
 from sdlocal.launcher.errors import RuntimeLaunchError
 from sdlocal.launcher.runtime import relay as _relay
-from sdlocal.launcher.runtime.base import ExitInfo, Handle, RuleLaunch, Runtime, TrainingLaunch
+from sdlocal.launcher.runtime.base import ExitInfo, Handle, Rendezvous, RuleLaunch, Runtime, TrainingLaunch
 from sdlocal.launcher.runtime.docker_config import (
     CODE_DIR,
     GATEWAY_PORT,
     OPT_ML,
     ContainerUser,
     Endpoint,
+    HostLimits,
     RuleLimits,
     container_name,
     host_resources,
@@ -49,7 +56,7 @@ from sdlocal.launcher.runtime.docker_config import (
     unreadable_input,
     write_container_config,
 )
-from sdlocal.launcher.settings import LABEL_JOB, LABEL_ROLE, LABEL_RULE, LABEL_RUN
+from sdlocal.launcher.settings import LABEL_HOST, LABEL_JOB, LABEL_ROLE, LABEL_RULE, LABEL_RUN
 
 GATEWAY_ALIAS = "sdlocal-s3"
 _HARDENING: dict[str, Any] = {
@@ -179,6 +186,7 @@ class DockerRuntime(Runtime):
         training_user: ContainerUser | None = None,
         echo: Callable[[str], None] = print,
         run_id: str | None = None,
+        host_limits: HostLimits | None = None,
     ) -> None:
         self.client = client
         self.training_image = training_image
@@ -188,8 +196,10 @@ class DockerRuntime(Runtime):
         self.training_user = training_user  # None: default_training_user() when training starts
         self.echo = echo
         self.run_id = run_id or uuid.uuid4().hex[:8]
+        self.host_limits = host_limits  # each training container's (None: no limits)
         self.handles: list[DockerHandle] = []
         self._network: Any = None
+        self._isolated_network: Any = None  # EnableNetworkIsolation with several hosts: theirs alone
         self._gateway: Any = None
         self._relay: _relay.ThreadRelay | None = None
         self._gateway_url: str | None = None
@@ -274,15 +284,33 @@ class DockerRuntime(Runtime):
         self._gateway_url = endpoint.via(ip)
 
     # -- containers ------------------------------------------------------------------------------
+    def _hosts_network(self, job: str) -> Any:
+        """The network of an isolated job's hosts: internal, no gateway, nothing else on it."""
+        with self._lock:
+            if self._isolated_network is None:
+                try:
+                    self._isolated_network = self.client.networks.create(
+                        container_name("sdlocal", job, "hosts", self.run_id), driver="bridge", internal=True,
+                        labels=self._labels(job, "network"), check_duplicate=True,
+                        options={"com.docker.network.bridge.inhibit_ipv4": "true"})
+                except _docker_errors() as e:
+                    raise RuntimeLaunchError(f"cannot start the hosts' network: {' '.join(str(e).split())}") from e
+            return self._isolated_network
+
     def _run(self, name: str, log_path: Path, labels: dict[str, str], *, isolated: bool = False,
-             **kwargs: Any) -> DockerHandle:
-        """A container on the job network (`isolated`: on no network at all)."""
-        network = {"network_mode": "none"} if isolated else {"network": self._network.name}
+             aliases: tuple[str, ...] = (), network: Any = None, **kwargs: Any) -> DockerHandle:
+        """A container on the job network (`isolated`: on no network at all; `network`: on that
+        one), known there also by `aliases`."""
+        network = network if network is not None else (None if isolated else self._network)
+        where = {"network_mode": "none"} if network is None else {"network": network.name}
         try:
             container = self.client.containers.create(
                 name=container_name("sdlocal", labels[LABEL_JOB], *name.split(), self.run_id),
-                labels=labels, init=True, **network, **kwargs,
+                labels=labels, init=True, **where, **kwargs,
             )
+            if aliases and network is not None:  # its host name, for the other hosts
+                network.disconnect(container)
+                network.connect(container, aliases=list(aliases))
             container.start()
         except _docker_errors() as e:
             raise RuntimeLaunchError(f"cannot start {name}: {' '.join(str(e).split())}") from e
@@ -292,9 +320,13 @@ class DockerRuntime(Runtime):
 
     def start_training(self, launch: TrainingLaunch) -> DockerHandle:
         # the SM_* variables name the container's /opt/ml; no GPU is passed to the container
-        env = launch.container_env(OPT_ML, CODE_DIR, num_gpus=0)
+        several = len(launch.hosts) > 1
+        rendezvous = Rendezvous(launch.toolkit_env().master_host) if several else None
+        env = launch.container_env(OPT_ML, CODE_DIR, num_gpus=0, rendezvous=rendezvous)
+        hosts_network = None
         if launch.network_isolation:  # no network, hence no S3 endpoint or credentials either
             env = {k: v for k, v in env.items() if not k.startswith("AWS_")}
+            hosts_network = self._hosts_network(launch.job_name) if several else None
         else:
             env = self._ensure_network(launch.job_name, env)
         image, note = training_image(launch.image, self.training_image, self.image_exists)
@@ -307,12 +339,16 @@ class DockerRuntime(Runtime):
         user = self.training_user or training_user(None)
         self._give_folders(user, mounts, launch)
         env = {**map_env(env, mounts), "HOME": "/tmp", "USER": "sdlocal" if not user.is_root else "root"}
-        argv = launch.argv("python")
+        argv = launch.argv("python", rendezvous)
+        name = f"training {launch.job_name}" + (f" {launch.host}" if several else "")
+        labels = self._labels(launch.job_name, "training", **({LABEL_HOST: launch.host} if several else {}))
+        limits = self.host_limits.to_docker_kwargs() if self.host_limits is not None else {}
         return self._run(
-            f"training {launch.job_name}", launch.log_path, self._labels(launch.job_name, "training"),
-            isolated=launch.network_isolation, image=image, entrypoint=argv[:1], command=argv[1:], environment=env,
-            working_dir="/opt/ml/code", user=user.to_docker(), volumes=dict(m.to_volume() for m in mounts),
-            shm_size="1g",
+            name, launch.log_path, labels, isolated=launch.network_isolation, network=hosts_network,
+            aliases=(launch.host,) if launch.distributed else (), image=image, entrypoint=argv[:1],
+            command=argv[1:], environment=env, working_dir="/opt/ml/code", user=user.to_docker(),
+            volumes=dict(m.to_volume() for m in mounts), shm_size="1g",
+            **({"hostname": launch.host} if launch.distributed else {}), **limits,
         )
 
     @staticmethod

@@ -14,7 +14,7 @@ from sdlocal.evaluator.status import arn
 from sdlocal.launcher.job.model import RunOptions
 from sdlocal.launcher.jobdir.folder import JobDir
 from sdlocal.launcher.s3.endpoint import S3Endpoint
-from sdlocal.launcher.serve.logs import LogPump
+from sdlocal.launcher.serve.logs import HostLogPumps
 from sdlocal.launcher.spec.model import JobSpec
 from sdlocal.launcher.statuses.summary import RuleRef, api_rule_status, rule_job_summary
 from sdlocal.trial.storage import open_storage
@@ -77,7 +77,8 @@ class ServedJob:
         self.training_end: float | None = None
         self.transitions: list[Transition] = [Transition("Starting", "Preparing the instances for training",
                                                          self.created)]
-        self.pump = LogPump(logs, spec.job_name, job_dir.logs / "training.log", clock=clock, on_error=on_log_error)
+        self.pump = HostLogPumps(logs, spec.job_name, {host: job_dir.training_log(host) for host in spec.hosts},
+                                 clock=clock, on_error=on_log_error)
         self._run = run
         self._lock = threading.Lock()
         self._thread = threading.Thread(target=self._main, name=f"job-{spec.job_name}", daemon=True)

@@ -114,7 +114,8 @@ def run(ctx: click.Context, spec_file: Path | None, entry_point: str | None, sou
     chosen = select_runtime(runtime, rule_images=[r.image for r in all_rules], training_image=spec.training_image,
                             limits=RuleLimits.from_flags(rule_memory, rule_cpus) if rule_memory or rule_cpus else None,
                             keep=keep_containers, training_user=parse_training_user(training_user), echo=echo,
-                            host_limits=HostLimits.from_flags(host_memory, host_cpus))
+                            host_limits=HostLimits.from_flags(host_memory, host_cpus),
+                            distribution=spec.distribution.kind)
     if isinstance(chosen, ProcessRuntime):
         for rule in all_rules:
             if not is_debugger_rule_image(rule.image):

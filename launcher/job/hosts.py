@@ -20,8 +20,17 @@ from datetime import datetime
 from typing import TYPE_CHECKING
 
 from sdlocal.launcher.jobdir.folder import JobDir
-from sdlocal.launcher.runtime.base import DataInput, ExitInfo, Handle, RankLayout, Runtime, TrainingLaunch
+from sdlocal.launcher.runtime.base import (
+    DataInput,
+    ExitInfo,
+    Handle,
+    MpiLayout,
+    RankLayout,
+    Runtime,
+    TrainingLaunch,
+)
 from sdlocal.launcher.sampler.sampler import SystemSampler, start_sampler
+from sdlocal.launcher.spec.distribution import MPI
 from sdlocal.launcher.upload.uploader import UploadTarget
 from sdlocal.trial.storage import Storage
 
@@ -48,14 +57,29 @@ def upload_targets(spec: JobSpec, job_dir: JobDir, storage: Callable[[str], Stor
 
 
 class HostSamplers:
-    """The system samplers of every host (NodeId algo-1, algo-2, ...), stopped together."""
+    """The system samplers of every host (NodeId algo-1, algo-2, ...): each stopped when its host's
+    training exited (a container that is gone has nothing to sample), all at `stop()`."""
 
-    def __init__(self, samplers: Sequence[SystemSampler]) -> None:
+    def __init__(self, samplers: Sequence[tuple[Handle, SystemSampler]], interval: float = 0.5) -> None:
         self.samplers = list(samplers)
+        self._done = threading.Event()
+        self._thread = threading.Thread(target=self._watch, args=(interval,), name="sdlocal-host-samplers",
+                                        daemon=True)
+        self._thread.start()
+
+    def _watch(self, interval: float) -> None:
+        running = list(self.samplers)
+        while running and not self._done.wait(interval):
+            for handle, sampler in list(running):
+                if handle.poll() is not None:
+                    sampler.stop()
+                    running.remove((handle, sampler))
 
     def stop(self) -> None:
-        for sampler in self.samplers:
-            sampler.stop()
+        self._done.set()
+        self._thread.join(10.0)
+        for _, sampler in self.samplers:
+            sampler.stop()  # idempotent
 
 
 def start_samplers(factory: Callable[..., SystemSampler], training: Handle, spec: JobSpec, job_dir: JobDir,
@@ -65,11 +89,13 @@ def start_samplers(factory: Callable[..., SystemSampler], training: Handle, spec
     every host is this machine, so each host's figures are this machine's)."""
     assert spec.profiler is not None
     interval, output = spec.profiler.interval_ms, spec.profiler_output
-    if not isinstance(training, HostGroup):
+    if not spec.multi_host:
         return start_sampler(factory, training, job_dir.profiler, interval, output, echo)
-    samplers = [start_sampler(factory, handle, job_dir.host_dir(host).profiler, interval, output, echo, node_id=host)
-                for host, handle in training.hosts.items()]
-    return HostSamplers([s for s in samplers if s is not None])
+    # mpi: one mpirun for every host (all of them this machine)
+    handles = training.hosts if isinstance(training, HostGroup) else dict.fromkeys(spec.hosts, training)
+    samplers = [(handle, start_sampler(factory, handle, job_dir.host_dir(host).profiler, interval, output, echo,
+                                       node_id=host)) for host, handle in handles.items()]
+    return HostSamplers([(handle, sampler) for handle, sampler in samplers if sampler is not None])
 
 
 def rank_layout(spec: JobSpec, host: str) -> RankLayout | None:
@@ -91,14 +117,21 @@ def host_launches(spec: JobSpec, job_dir: JobDir, env: Env,
             model_dir=folder.model, log_path=job_dir.training_log(host), image=spec.training_image, env=env,
             training_env=spec.training_environment(host), environment=tuple(spec.environment.items()),
             data_inputs=data_inputs.get(host, ()), network_isolation=spec.containers.network_isolation,
-            ranks=rank_layout(spec, host),
+            ranks=rank_layout(spec, host), mpi=mpi_layout(spec),
         ))
     return launches
 
 
+def mpi_layout(spec: JobSpec) -> MpiLayout | None:
+    d = spec.distribution
+    return MpiLayout(d.processes_per_host, d.num_processes, d.mpi_options) if d.kind == MPI else None
+
+
 def start_hosts(runtime: Runtime, launches: Sequence[TrainingLaunch], *, grace: float) -> Handle:
     """Every host's training started; one host: its runtime's handle as it is. A host that cannot
-    start stops those started before it."""
+    start stops those started before it. Distribution mpi: mpirun on the first host, across all."""
+    if launches[0].mpi is not None:
+        return runtime.start_mpi(launches)
     if len(launches) == 1:
         return runtime.start_training(launches[0])
     started: list[Handle] = []
@@ -273,6 +306,8 @@ def host_failure(spec: JobSpec, training: Handle | None, lines: int = 400) -> Ho
 
     host = getattr(training, "failed_host", None) or spec.hosts[0]
     log = training.last_log_lines(lines) if training is not None else []
+    if spec.distribution.kind == MPI:
+        return _mpi_failure(spec, log)
     layout = rank_layout(spec, host)
     if layout is None:
         message = f"{error_message(log)} (host {host})" if spec.multi_host and log else None
@@ -288,3 +323,27 @@ def host_failure(spec: JobSpec, training: Handle | None, lines: int = 400) -> Ho
     code = (cause.get("exitcode", "?").split() or ["?"])[0]
     where = f"rank {cause.get('rank', '?')} on {host} exited with exitcode {code}"
     return HostFailure(host, log, f"{own} ({where})" if own else where, command)
+
+
+_MPI_PROCESS = re.compile(r"Process name:\s*\[\[\d+,\d+\],(\d+)\]")
+_MPI_EXIT = re.compile(r"Exit code:\s*(-?\d+)")
+
+
+def _mpi_failure(spec: JobSpec, log: list[str]) -> HostFailure:
+    """mpirun's "The first process to do so was: Process name: [[J,1],R] Exit code: C": rank R's
+    host (`-map-by slot`), its own error line (`--tag-output`: `[1,R]<stderr>:...`)."""
+    from sdlocal.launcher.job.artifacts import error_message, has_error_line
+    from sdlocal.launcher.runtime.mpi import rank_host
+
+    text = "\n".join(log)
+    rank, code = _MPI_PROCESS.search(text), _MPI_EXIT.search(text)
+    command = ["mpirun", "--host", ",".join(spec.hosts), "python", spec.entry_point,
+               *spec.training_environment().user_args()]
+    if rank is None:
+        return HostFailure(spec.hosts[0], log, None, command)
+    per_host = spec.distribution.processes_per_host or 1
+    host = rank_host(int(rank.group(1)), spec.hosts, per_host)
+    own = [line.split(">:", 1)[1] for line in log if line.startswith(f"[1,{rank.group(1)}]<") and ">:" in line]
+    where = f"rank {rank.group(1)} on {host} exited with exit code {code.group(1) if code else '?'}"
+    message = f"{error_message(own)} ({where})" if has_error_line(own) else where
+    return HostFailure(host, log, message, command)

@@ -8,11 +8,12 @@ from __future__ import annotations
 import abc
 import signal
 import sys
-from collections.abc import Mapping
+from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
+from sdlocal.launcher.errors import RuntimeLaunchError
 from sdlocal.launcher.jobdir.training_env import TrainingEnvironment
 
 
@@ -63,6 +64,17 @@ class RankLayout:
 
 
 @dataclass(frozen=True)
+class MpiLayout:
+    """mpirun across every host, started on the first (the toolkit's MPI MasterRunner): `-np`
+    `num_processes` (default: processes per host x hosts), `processes_per_host` (None: the host's
+    GPUs, else 1), the SDK's custom_mpi_options."""
+
+    processes_per_host: int | None
+    num_processes: int | None = None
+    options: str = ""
+
+
+@dataclass(frozen=True)
 class TrainingLaunch:
     job_name: str
     entry_point: str  # relative to source_dir
@@ -78,6 +90,7 @@ class TrainingLaunch:
     data_inputs: tuple[DataInput, ...] = ()
     network_isolation: bool = False  # EnableNetworkIsolation: no network at all for the training
     ranks: RankLayout | None = None  # torchrun on this host (torch_distributed, pytorchddp), else one process
+    mpi: MpiLayout | None = None  # mpirun from the first host across all (Runtime.start_mpi)
 
     @property
     def job_root(self) -> Path:
@@ -95,7 +108,7 @@ class TrainingLaunch:
     @property
     def distributed(self) -> bool:
         """Several hosts or several processes: the platform's distributed variables are set."""
-        return len(self.hosts) > 1 or self.ranks is not None
+        return len(self.hosts) > 1 or self.ranks is not None or self.mpi is not None
 
     def toolkit_env(self) -> TrainingEnvironment:
         return self.training_env or TrainingEnvironment(self.job_name, self.entry_point, self.hyperparameters)
@@ -113,14 +126,15 @@ class TrainingLaunch:
                 "--module", "sdlocal.hook.run", *run]
 
     def container_env(self, opt_ml: str | None = None, code_dir: str | None = None, num_gpus: int = 0,
-                      rendezvous: Rendezvous | None = None, interface: str = "eth0") -> dict[str, str]:
+                      rendezvous: Rendezvous | None = None, interface: str = "eth0",
+                      num_cpus: int | None = None) -> dict[str, str]:
         """The training's environment. `opt_ml`/`code_dir`: the paths the script sees (default: this
         host's job folder and source folder, as the process runtime runs it). A distributed launch
         also gets what the PyTorch training toolkit sets (MASTER_ADDR/PORT of `rendezvous`, NCCL's
         interface `interface`)."""
         env = dict(self.environment)  # the request's Environment; SageMaker's own variables win over it
         env.update(self.toolkit_env().to_env(opt_ml or str(self.job_root), code_dir=code_dir or str(self.source_dir),
-                                             num_gpus=num_gpus))
+                                             num_gpus=num_gpus, num_cpus=num_cpus))
         env.update({"TRAINING_JOB_NAME": self.job_name, "PYTHONUNBUFFERED": "1"})
         if self.distributed:
             master = rendezvous or Rendezvous(self.toolkit_env().master_host)
@@ -276,6 +290,10 @@ class Runtime(abc.ABC):
 
     @abc.abstractmethod
     def start_rule(self, launch: RuleLaunch) -> Handle: ...
+
+    def start_mpi(self, launches: Sequence[TrainingLaunch]) -> Handle:
+        """mpirun on the first host of `launches` across them all (distribution mpi)."""
+        raise RuntimeLaunchError(f"distribution mpi: {type(self).__name__} does not run mpirun")
 
     def close(self) -> None:  # noqa: B027 - optional: only runtimes that hold resources override it
         """Release what the runtime holds (containers, networks) once the job ended; idempotent."""

@@ -18,7 +18,7 @@ import subprocess
 import sys
 import time
 import uuid
-from collections.abc import Mapping
+from collections.abc import Mapping, Sequence
 from pathlib import Path
 from typing import Any
 
@@ -134,6 +134,37 @@ class ProcessRuntime(Runtime):
         handle.token = token
         return handle
 
+    def start_mpi(self, launches: Sequence[TrainingLaunch]) -> ProcessHandle:
+        """mpirun on the first host across every host of `launches` (launcher/runtime/mpi.py)."""
+        from sdlocal.launcher.runtime import mpi
+
+        mpirun = mpi.require_mpirun()
+        master = launches[0]
+        assert master.mpi is not None
+        rendezvous = self.rendezvous(master.job_name)
+        token = uuid.uuid4().hex
+        envs: dict[str, tuple[dict[str, str], Path]] = {}
+        for launch in launches:
+            num_gpus, visible = self.host_gpus(launch)
+            env = child_env({**self.base_env, **launch.to_process_kwargs(self.python, num_gpus=num_gpus,
+                                                                         rendezvous=rendezvous)["env"]})
+            env[TOKEN_ENV] = token
+            if visible is not None:
+                env["CUDA_VISIBLE_DEVICES"] = visible
+            envs[launch.host] = (env, launch.log_path)
+        folder = master.job_root / "hosts" / ".mpi"
+        mpi.write_host_envs(folder, envs, master.host)
+        per_host = mpi.processes_per_host(master.mpi, self.host_gpus(master)[0])
+        agent = f"{self.python} -m sdlocal.launcher.runtime.mpi_agent"
+        command = [self.python, "-m", "sdlocal.hook.run", master.entry_point, *master.toolkit_env().user_args()]
+        argv = mpi.mpirun_argv(mpirun, master.hosts, per_host, master.mpi, agent, command)
+        env = {**envs[master.host][0], mpi.HOSTS_ENV: str(folder)}
+        handle = start_process(f"training {master.job_name} (mpirun)", master.log_path, argv,
+                               cwd=str(master.source_dir), env=env,
+                               labels={LABEL_JOB: master.job_name, LABEL_ROLE: "training", LABEL_HOST: master.host})
+        handle.token = token
+        return handle
+
     def start_rule(self, launch: RuleLaunch) -> ProcessHandle:
         return self._start(f"rule {launch.rule_name}", launch.log_path, launch.to_process_kwargs(self.python),
                            {LABEL_JOB: launch.job_name, LABEL_ROLE: "rule", LABEL_RULE: launch.rule_name})
@@ -143,13 +174,21 @@ class ProcessRuntime(Runtime):
                              env={**self.base_env, **kwargs["env"]}, labels=labels)
 
 
+def child_env(env: Mapping[str, str]) -> dict[str, str]:
+    """`env` for a child of this process: it finds sdlocal where this process does (the same
+    interpreter and installation), and user code's `import smdebug` gets sdlocal's
+    (trial/smdebug_shim.py)."""
+    out = dict(env)
+    compat = str(compat_dir())
+    if compat not in (out.get("PYTHONPATH") or "").split(os.pathsep):
+        out["PYTHONPATH"] = os.pathsep.join(filter(None, [compat, out.get("PYTHONPATH")]))
+    return out
+
+
 def start_process(name: str, log_path: Path, args: list[str], *, cwd: str, env: Mapping[str, str],
                   labels: Mapping[str, str] | None = None) -> ProcessHandle:
     """`args` in a process group of its own, stdout and stderr appended to `log_path`."""
-    env = dict(env)
-    # The child finds sdlocal where this process does (the same interpreter and installation), and
-    # user code's `import smdebug` gets sdlocal's (trial/smdebug_shim.py).
-    env["PYTHONPATH"] = os.pathsep.join(filter(None, [str(compat_dir()), env.get("PYTHONPATH")]))
+    env = child_env(env)
     log_path.parent.mkdir(parents=True, exist_ok=True)
     try:
         with open(log_path, "ab") as log:

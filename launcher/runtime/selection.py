@@ -35,6 +35,7 @@ def select_runtime(
     echo: Callable[[str], None] = print,
     docker_client: Callable[[], Any] = _docker_client,
     host_limits: HostLimits | None = None,
+    distribution: str = "none",
 ) -> Runtime:
     """The runtime for a job whose rules ask for `rule_images` and training for `training_image`.
 
@@ -53,8 +54,11 @@ def select_runtime(
             echo(f"Runtime: process ({why})")
         return ProcessRuntime()
 
+    check_distribution(distribution, kind)
     if kind == "process":
         return process()
+    if distribution == "mpi":  # auto: mpirun runs on this machine
+        return process("distribution mpi: Open MPI's mpirun on this machine")
     from sdlocal.launcher.images import build as images
     from sdlocal.launcher.runtime.docker import DockerRuntime
 
@@ -80,3 +84,15 @@ def select_runtime(
     echo(f"Runtime: docker ({runtime.training_image}, {runtime.evaluator_image})"
          if kind == "auto" else f"Runtime: docker (network sdlocal-*-{runtime.run_id})")
     return runtime
+
+
+def check_distribution(distribution: str, kind: str) -> None:
+    """Refuse, before anything starts (serve: at CreateTrainingJob), a distribution the runtime
+    `kind` cannot launch: mpi needs mpirun on this machine and the process runtime."""
+    if distribution != "mpi":
+        return
+    from sdlocal.launcher.runtime import mpi
+
+    if kind == "docker":
+        raise RuntimeLaunchError(mpi.DOCKER_NO_MPI)
+    mpi.require_mpirun()

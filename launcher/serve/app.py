@@ -120,6 +120,9 @@ class ServeServer:
 
     # -- jobs --------------------------------------------------------------------------------------
     def _create_job(self, request: Mapping[str, Any], spec: JobSpec) -> ServedJob:
+        from sdlocal.launcher.runtime.selection import check_distribution
+
+        check_distribution(spec.distribution.kind, self.runtime_kind)  # the SDK's ValidationException
         job_dir = job_folder(self.home, spec.job_name)
         return ServedJob(request, spec, job_dir=job_dir, endpoint=self.endpoint, run=self._run_job,
                          logs=self.client("logs"), region=REGION,
@@ -139,7 +142,8 @@ class ServeServer:
             echo(f"Warning: {warning}")
         rules = spec.debug_rules + spec.profiler_rules
         runtime = select_runtime(self.runtime_kind, rule_images=[r.image for r in rules],
-                                 training_image=spec.training_image, echo=echo, host_limits=self.host_limits)
+                                 training_image=spec.training_image, echo=echo, host_limits=self.host_limits,
+                                 distribution=spec.distribution.kind)
         # the path `sdlocal run` takes: registered in SDLOCAL_HOME (`sdlocal stop`, `logs`, `summary`
         # find it), its stop file watched, the runtime closed at the end
         result = run_job(spec, job_dir=job.job_dir, endpoint=self.endpoint, runtime=runtime, options=self.options,

@@ -261,13 +261,16 @@ class HostGroup(Handle):
         self._stopper.start()
 
     def wait(self, timeout: float) -> int | None:
+        """Until every host exited (a failure stops the others meanwhile) or `timeout` passed."""
         deadline = self.clock() + max(timeout, 0.0)
-        for handle in self.hosts.values():
+        while True:
+            code = self.poll()
             left = deadline - self.clock()
-            if left <= 0:
-                break
-            handle.wait(left)
-        return self.poll()
+            if code is not None or left <= 0:
+                return code
+            running = [h for h in self.hosts.values() if h.poll() is None]
+            if running:
+                running[0].wait(min(left, 0.2))
 
     def stop(self, grace: float) -> int | None:
         _stop_all(list(self.hosts.values()), grace)

@@ -5,11 +5,13 @@ Debugger hook taken from the job's configuration with `smd.get_hook(create_if_no
 
 Each process writes what it saw into /opt/ml/output/data (`seen-rank<R>.json`: SageMaker aggregates
 every host's output data into output.tar.gz); rank 0 saves the model. `--fail-rank R` makes rank R
-end with `os._exit(3)` at step `--fail-at-step`, as a process that dies without a word.
+end with `os._exit(3)` at step `--fail-at-step`, as a process that dies without a word;
+`--step-seconds` slows each step down.
 """
 import argparse
 import json
 import os
+import time
 
 import smdebug.pytorch as smd
 import torch
@@ -28,6 +30,7 @@ def parse_args():
     parser.add_argument("--backend", default="gloo")
     parser.add_argument("--fail-rank", type=int, default=-1)
     parser.add_argument("--fail-at-step", type=int, default=3)
+    parser.add_argument("--step-seconds", type=float, default=0.0)  # a slower training (a stop midway)
     return parser.parse_args()
 
 
@@ -71,6 +74,7 @@ def main():
             loss.backward()
             optimizer.step()
             step += 1
+            time.sleep(args.step_seconds)
         print(f"rank {rank} epoch {epoch} loss {loss.item():.4f}", flush=True)
 
     with open(os.path.join(os.environ["SM_OUTPUT_DATA_DIR"], f"seen-rank{rank}.json"), "w") as f:

@@ -60,7 +60,7 @@ class HostSamplers:
     """The system samplers of every host (NodeId algo-1, algo-2, ...): each stopped when its host's
     training exited (a container that is gone has nothing to sample), all at `stop()`."""
 
-    def __init__(self, samplers: Sequence[tuple[Handle, SystemSampler]], interval: float = 0.5) -> None:
+    def __init__(self, samplers: Sequence[tuple[Handle, SystemSampler]], interval: float = 0.1) -> None:
         self.samplers = list(samplers)
         self._done = threading.Event()
         self._thread = threading.Thread(target=self._watch, args=(interval,), name="sdlocal-host-samplers",

@@ -86,3 +86,32 @@ def test_mpi_is_refused_in_one_line(docker_client: Any, sdlocal_images: Any, mot
     assert result.stderr.strip().splitlines()[-1].startswith(
         "Error: distribution mpi: the docker runtime does not run mpirun (SageMaker's MPI launch needs Open MPI")
     assert leftovers(docker_client, job) == [] and not (tmp_path / "jobs" / job).exists()
+
+
+def test_isolated_hosts_reach_each_other_and_nothing_else(docker_client: Any, sdlocal_images: Any, moto_server: str,
+                                                          tmp_path: Path) -> None:
+    """EnableNetworkIsolation: the hosts share an internal network of their own (no S3 gateway on
+    it); the launcher stages and uploads, as for one isolated host."""
+    from sdlocal.launcher.runtime.docker import remove_run
+
+    job = f"dk-dist-iso-{uuid.uuid4().hex[:6]}"
+    path = spec(tmp_path, job, sdlocal_images, per_host=1)
+    request = yaml.safe_load(path.read_text())
+    request["EnableNetworkIsolation"] = True
+    path.write_text(yaml.safe_dump(request))
+    try:
+        result = sdlocal(["run", str(path), "--keep-containers"], tmp_path, moto_server, runtime="docker", timeout=900)
+        assert result.returncode == 0, result.stderr[-4000:]
+        training = docker_client.containers.list(all=True, filters={"label": [f"sdlocal.job={job}",
+                                                                              "sdlocal.role=training"]})
+        networks = {name for c in training for name in c.attrs["NetworkSettings"]["Networks"]}
+        assert len(training) == 2 and len(networks) == 1, networks
+        network = docker_client.networks.get(networks.pop())
+        assert network.attrs["Internal"] is True and "hosts" in network.name
+        others = docker_client.containers.list(all=True, filters={"label": f"sdlocal.job={job}"})
+        assert [c.name for c in others if c not in training and network.name in c.attrs["NetworkSettings"]["Networks"]] \
+            == []  # no S3 gateway, no evaluator on it
+    finally:
+        remove_run(docker_client, {"sdlocal.job": job})
+    dj.check_trial(f"s3://sdlocal/jobs/{job}", moto_server, workers=2)
+    assert leftovers(docker_client, job) == []

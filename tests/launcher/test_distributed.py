@@ -323,3 +323,20 @@ def test_stopping_a_launch_ends_the_processes_it_started_in_sessions_of_their_ow
     while processes_with_token(token) and time.monotonic() < deadline:
         time.sleep(0.1)
     assert processes_with_token(token) == []
+
+
+def test_host_limit_flags_are_checked_at_the_command(tmp_path: Path) -> None:
+    from click.testing import CliRunner
+
+    from sdlocal.launcher.cli import cli as main
+
+    (tmp_path / "train.py").write_text("print('hi')\n")
+    runner = CliRunner()
+    served = runner.invoke(main, ["serve", "--background", "--port", "0", "--host-cpus", "lots"],
+                           env={"SDLOCAL_HOME": str(tmp_path / "home")})
+    assert served.exit_code == 1 and "--host-cpus: 'lots' is not a number of CPUs" in served.output
+    assert not (tmp_path / "home" / "serve.log").exists()  # nothing started
+    ran = runner.invoke(main, ["run", "--entry-point", "train.py", "--source-dir", str(tmp_path), "--runtime", "process",
+                               "--host-memory", "2g"], env={"SDLOCAL_HOME": str(tmp_path / "home")})
+    assert ran.exit_code == 1 and "the process runtime cannot limit a host's CPUs or memory" in ran.output
+    assert "--host-cpus" in runner.invoke(main, ["serve", "--help"]).output

@@ -340,3 +340,30 @@ def test_host_limit_flags_are_checked_at_the_command(tmp_path: Path) -> None:
                                "--host-memory", "2g"], env={"SDLOCAL_HOME": str(tmp_path / "home")})
     assert ran.exit_code == 1 and "the process runtime cannot limit a host's CPUs or memory" in ran.output
     assert "--host-cpus" in runner.invoke(main, ["serve", "--help"]).output
+
+
+def test_serve_refuses_at_create_training_job_what_its_runtime_cannot_launch(tmp_path: Path) -> None:
+    """serve on the docker runtime: mpi is a ValidationException at CreateTrainingJob (the SDK's
+    fit() raises it), nothing is created; so is a distribution sdlocal does not run at all."""
+    from botocore.exceptions import ClientError
+
+    from sdlocal.launcher.serve.app import ServeServer
+    from tests.serve.test_api import client, request
+
+    server = ServeServer(tmp_path / "home", port=0, runtime="docker", echo=lambda _line: None)
+    server.start()
+    try:
+        sm = client(server)
+        for name, hyperparameters, words in (
+                ("mpi-on-docker", {"sagemaker_mpi_enabled": "true"}, "distribution mpi: the docker runtime does not run"),
+                ("tf-ps", {"sagemaker_parameter_server_enabled": "true"},
+                 "HyperParameters.sagemaker_parameter_server_enabled: the parameter_server distribution")):
+            body = request(name, ResourceConfig={"InstanceType": "ml.m5.xlarge", "InstanceCount": 2, "VolumeSizeInGB": 30})
+            body["HyperParameters"].update(hyperparameters)
+            with pytest.raises(ClientError) as info:
+                sm.create_training_job(**body)
+            assert info.value.response["Error"]["Code"] == "ValidationException"
+            assert info.value.response["Error"]["Message"].startswith(words)
+        assert sm.list_training_jobs()["TrainingJobSummaries"] == []
+    finally:
+        assert server.stop(timeout=60) == []

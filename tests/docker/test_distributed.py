@@ -115,3 +115,31 @@ def test_isolated_hosts_reach_each_other_and_nothing_else(docker_client: Any, sd
         remove_run(docker_client, {"sdlocal.job": job})
     dj.check_trial(f"s3://sdlocal/jobs/{job}", moto_server, workers=2)
     assert leftovers(docker_client, job) == []
+
+
+def test_a_stop_stops_every_container(docker_client: Any, sdlocal_images: Any, moto_server: str,
+                                      tmp_path: Path) -> None:
+    import signal
+    import subprocess
+    import sys
+
+    from tests.launcher.test_e2e import REPO, wait_for_text
+
+    job = f"dk-dist-stop-{uuid.uuid4().hex[:6]}"
+    path = spec(tmp_path, job, sdlocal_images, epochs="50", **{"step-seconds": "0.2"})
+    env = {**os.environ, "SDLOCAL_HOME": str(tmp_path), "SDLOCAL_RUNTIME": "docker"}
+    env.pop("AWS_ENDPOINT_URL_S3", None)
+    proc = subprocess.Popen([sys.executable, "-m", "sdlocal", "run", str(path), "--s3-endpoint-url", moto_server],
+                            cwd=REPO, env=env, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
+    try:
+        wait_for_text(tmp_path / "jobs" / job / "logs" / "training-algo-2.log", "rank 3 of 4", timeout=300)
+        running = docker_client.containers.list(filters={"label": [f"sdlocal.job={job}", "sdlocal.role=training"]})
+        assert len(running) == 2
+        proc.send_signal(signal.SIGINT)
+        _, err = proc.communicate(timeout=240)
+    finally:
+        if proc.poll() is None:
+            proc.kill()
+    assert proc.returncode == 130, err[-3000:]
+    assert f"Training job {job}: Stopped" in err
+    assert leftovers(docker_client, job) == []

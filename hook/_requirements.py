@@ -18,9 +18,15 @@ own under docker (its /opt/ml is not writable there). pip's output goes to the t
 it fails, the training fails with the toolkit's `InstallRequirementsError` as its failure file
 (FailureReason `AlgorithmError: InstallRequirementsError: ... requirements.txt ...`).
 Outside a training job (no TRAINING_JOB_NAME) nothing is installed.
+
+Several processes of one host (torchrun's, mpirun's: each runs `python -m sdlocal.hook.run`) share
+the host's environment: the first makes it under a file lock, the others wait for the lock and use
+it (`.sdlocal-ready` in it names the launch that made it: the processes' common parent).
 """
 from __future__ import annotations
 
+import contextlib
+import fcntl
 import os
 import shutil
 import site
@@ -28,7 +34,7 @@ import subprocess
 import sys
 import tempfile
 import venv
-from collections.abc import Sequence
+from collections.abc import Iterator, Sequence
 from pathlib import Path
 
 from sdlocal.hook._job_paths import CONTAINER_ROOT, job_root
@@ -121,6 +127,55 @@ def failure_file() -> Path | None:
     return Path(root) / "output" / "failure" if root else None
 
 
+READY_MARKER = ".sdlocal-ready"
+_LOCAL_RANK_VARIABLES = ("LOCAL_RANK", "OMPI_COMM_WORLD_LOCAL_RANK")
+
+
+def _launch_id() -> str | None:
+    """The launch this process is one of several of on its host (their common parent: torchrun, or
+    Open MPI's daemon), else None."""
+    if any(v in os.environ for v in _LOCAL_RANK_VARIABLES):
+        return str(os.getppid())
+    return None
+
+
+@contextlib.contextmanager
+def _locked(path: Path) -> Iterator[None]:
+    path.parent.mkdir(parents=True, exist_ok=True)
+    with open(path, "a") as handle:
+        fcntl.flock(handle, fcntl.LOCK_EX)  # the first process installs; the others wait for it
+        try:
+            yield
+        finally:
+            fcntl.flock(handle, fcntl.LOCK_UN)
+
+
+def _ready_environment(folder: Path, code_dir: Path) -> Path:
+    """The job's environment with the requirements installed: made and installed here, or (one of
+    several processes of a host) made by the first of them."""
+    launch = _launch_id()
+    if launch is None:
+        return _made_environment(folder, code_dir)
+    with _locked(folder.with_name(folder.name + ".lock")):
+        marker = folder / READY_MARKER
+        with contextlib.suppress(OSError):
+            if marker.read_text() == launch:
+                return folder / ("Scripts/python.exe" if os.name == "nt" else "bin/python")
+        python = _made_environment(folder, code_dir)
+        marker.write_text(launch)
+        return python
+
+
+def _made_environment(folder: Path, code_dir: Path) -> Path:
+    try:
+        python = create_environment(folder)
+    except (OSError, subprocess.SubprocessError) as e:
+        raise RequirementsError(_failure(1, f"cannot create the job's environment in {folder}: {e}",
+                                         ["python", "-m", "venv", str(folder)])) from e
+    install(code_dir, python)
+    return python
+
+
 def prepare(argv: Sequence[str], code_dir: Path | None = None) -> int | None:
     """Before `python -m sdlocal.hook.run ARGV` runs the script: with a requirements.txt in the code
     directory (the working directory, /opt/ml/code) of a training job, install it into the job's
@@ -132,12 +187,7 @@ def prepare(argv: Sequence[str], code_dir: Path | None = None) -> int | None:
     if folder is None or os.environ.get(READY_ENV) or not (code_dir / REQUIREMENTS).is_file():
         return None
     try:
-        try:
-            python = create_environment(folder)
-        except (OSError, subprocess.SubprocessError) as e:
-            raise RequirementsError(_failure(1, f"cannot create the job's environment in {folder}: {e}",
-                                             ["python", "-m", "venv", str(folder)])) from e
-        install(code_dir, python)
+        python = _ready_environment(folder, code_dir)
     except RequirementsError as e:
         print(f"sdlocal.hook.run: {e}", file=sys.stderr, flush=True)
         target = failure_file()

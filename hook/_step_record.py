@@ -53,6 +53,6 @@ def write_record(out_dir: Path, steps: int, mode_steps: Mapping[str, int], sched
     out_dir.mkdir(parents=True, exist_ok=True)
     body = json.dumps({"steps": steps, "mode_steps": dict(mode_steps), "scheduled_steps": dict(scheduled)},
                       sort_keys=True)
-    tmp = out_dir / f"{RECORD_NAME}.tmp"
+    tmp = out_dir / f"{RECORD_NAME}.{os.getpid()}.tmp"  # the workers of a host share the folder
     tmp.write_text(body)
     os.replace(tmp, out_dir / RECORD_NAME)

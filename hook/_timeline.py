@@ -222,7 +222,11 @@ class Timeline:
 
     def _get_ready(self) -> None:
         """At the first step (and the first after a close): the writer thread, and torch's global
-        optimizer step hooks (a model is being stepped: watch the optimizers from now on)."""
+        optimizer step hooks (a model is being stepped: watch the optimizers from now on). The
+        node id is taken now, while training runs: a distributed script has its rank by its
+        first step, and may have destroyed its process group when the last files are written."""
+        if self._node is None:
+            self._node = node_id()
         if self._thread is None:
             self._start_thread()
         if not self._handles:

@@ -27,6 +27,7 @@ LABEL_JOB = "sdlocal.job"  # the TrainingJobName
 LABEL_RUN = "sdlocal.run"  # one run of a job (docker runtime)
 LABEL_ROLE = "sdlocal.role"  # training | rule | s3-gateway
 LABEL_RULE = "sdlocal.rule"  # the RuleConfigurationName of an evaluator
+LABEL_HOST = "sdlocal.host"  # the host (algo-1, algo-2, ...) of a training
 LABEL_IMAGE = "sdlocal.image"  # on sdlocal's images: training | evaluator
 
 

@@ -28,10 +28,11 @@ def collections_key(worker: str) -> str:
     return f"collections/000000000/{worker}_collections.json"
 
 
-def _atomic_write(path: Path, data: bytes | Sequence[bytes | memoryview]) -> None:
-    """Write `data` (bytes, or parts written one after the other) to `path.tmp`, then rename."""
+def _atomic_write(path: Path, data: bytes | Sequence[bytes | memoryview], tmp_name: str | None = None) -> None:
+    """Write `data` (bytes, or parts written one after the other) to `path.tmp` (or `tmp_name` beside
+    it: a file several writers write), then rename."""
     path.parent.mkdir(parents=True, exist_ok=True)
-    tmp = path.with_name(path.name + ".tmp")
+    tmp = path.with_name(tmp_name or path.name + ".tmp")
     with open(tmp, "wb") as f:
         if isinstance(data, bytes):
             f.write(data)
@@ -97,5 +98,6 @@ class TrialWriter:
 
     def write_end_marker(self) -> Path:
         path = self.root / END_MARKER
-        _atomic_write(path, b"")
+        # every worker of a folder writes it (smdebug's include_workers=all): each its own temporary
+        _atomic_write(path, b"", tmp_name=f"{END_MARKER}.{self.worker}.tmp")
         return path

@@ -66,13 +66,19 @@ def summary(job_name: str, s3_output_path: str | None, s3_endpoint_url: str | No
 @click.command()
 @click.argument("job_name", callback=options.job_name)
 @click.option("--rule", "rule_name", metavar="NAME", help="The log of this rule's evaluator instead of training's.")
+@click.option("--host", metavar="HOST", default="algo-1", show_default=True,
+              help="Which host's training log, in a job of several hosts (algo-1, algo-2, ...).")
 @options.work_dir_option
-def logs(job_name: str, rule_name: str | None, work_dir: Path | None) -> None:
-    """Print the training log of JOB_NAME (or one rule evaluator's), for either runtime."""
+def logs(job_name: str, rule_name: str | None, host: str, work_dir: Path | None) -> None:
+    """Print the training log of JOB_NAME (one host's; or one rule evaluator's), for either runtime."""
     job_dir = options.job_dir(job_name, work_dir)
     if not job_dir.root.is_dir():
         raise click.ClickException(f"unknown job {job_name}: no job folder at {job_dir.root}")
-    path = job_dir.rule_log(rule_name) if rule_name else job_dir.logs / "training.log"
+    path = job_dir.rule_log(rule_name) if rule_name else job_dir.training_log(host)
+    if not rule_name and not path.is_file() and job_dir.training_log().is_file():
+        hosts = ["algo-1"] + sorted((p.name[len("training-"):-len(".log")] for p in job_dir.logs.glob("training-*.log")),
+                                    key=lambda h: (len(h), h))
+        raise click.ClickException(f"job {job_name} has no host {host!r} (its hosts: {', '.join(hosts)})")
     if not path.is_file():
         known = sorted(p.name[len("rule-"):-len(".log")] for p in job_dir.logs.glob("rule-*.log"))
         what = f"rule {rule_name!r}" if rule_name else "training"

@@ -59,6 +59,17 @@ rule_timeout_option = click.option(
     "--rule-timeout", type=float, default=DEFAULT_RULE_TIMEOUT_S, show_default=True, callback=positive_seconds,
     help="Seconds one call of a rule's own code may run: the import of a custom rule file, its constructor, "
          "one step's invoke_at_step. Past it the rule ends Error (waiting for data does not count).")
+
+
+def host_limit_options(command: Any) -> Any:
+    """--host-cpus / --host-memory: each training container's limits (docker runtime)."""
+    command = click.option("--host-memory", metavar="SIZE",
+                           help="docker: memory limit of each training host's container, e.g. 4g (default: none); "
+                                "with ResourceConfig.InstanceCount N, N containers fit this machine.")(command)
+    return click.option("--host-cpus", metavar="N",
+                        help="docker: CPU limit of each training host's container, e.g. 1.5 (default: none).")(command)
+
+
 work_dir_option = click.option(
     "--work-dir", type=click.Path(file_okay=False, path_type=Path),
     help="The job directory (default $SDLOCAL_HOME/jobs/<job>, SDLOCAL_HOME defaults to ~/.sdlocal).")

@@ -60,6 +60,7 @@ class OrderedCommand(click.Command):
               help="docker: memory limit of each evaluator container (default: its InstanceType's, else 2g).")
 @click.option("--rule-cpus", metavar="N",
               help="docker: CPU limit of each evaluator container (default: its InstanceType's, else 1).")
+@options.host_limit_options
 @click.option("--training-user", metavar="UID[:GID]|root",
               help="docker: the training container's user (default: you, or uid 1000 when sdlocal runs as root; "
                    "`root` for an image that needs it).")
@@ -72,8 +73,8 @@ def run(ctx: click.Context, spec_file: Path | None, entry_point: str | None, sou
         collections: Any, channels: tuple[tuple[str, str], ...], s3_output_path: str | None,
         s3_endpoint_url: str | None, s3_choice: str | None, work_dir: Path | None, overwrite: bool,
         rule_timeout: float, rule_finish_timeout: float, poll_interval: float, runtime: str,
-        keep_containers: bool, rule_memory: str | None, rule_cpus: str | None, training_user: str | None,
-        as_json: bool) -> None:
+        keep_containers: bool, rule_memory: str | None, rule_cpus: str | None, host_cpus: str | None,
+        host_memory: str | None, training_user: str | None, as_json: bool) -> None:
     """Run a training job with its Debugger rules, like CreateTrainingJob on SageMaker.
 
     SPEC_FILE is a CreateTrainingJob request (JSON or YAML, e.g. the body the SageMaker Python SDK
@@ -84,7 +85,7 @@ def run(ctx: click.Context, spec_file: Path | None, entry_point: str | None, sou
     from sdlocal.launcher.job.model import RunOptions, describe_outcome
     from sdlocal.launcher.job.run import run_job, stop_on_signals
     from sdlocal.launcher.runtime import ProcessRuntime
-    from sdlocal.launcher.runtime.docker_config import RuleLimits
+    from sdlocal.launcher.runtime.docker_config import HostLimits, RuleLimits
     from sdlocal.launcher.runtime.docker_config import training_user as parse_training_user
     from sdlocal.launcher.runtime.selection import select_runtime
     from sdlocal.launcher.spec.load import load_request
@@ -112,7 +113,9 @@ def run(ctx: click.Context, spec_file: Path | None, entry_point: str | None, sou
     endpoint = options.endpoint(s3_endpoint_url, s3_choice)  # refused before anything is started
     chosen = select_runtime(runtime, rule_images=[r.image for r in all_rules], training_image=spec.training_image,
                             limits=RuleLimits.from_flags(rule_memory, rule_cpus) if rule_memory or rule_cpus else None,
-                            keep=keep_containers, training_user=parse_training_user(training_user), echo=echo)
+                            keep=keep_containers, training_user=parse_training_user(training_user), echo=echo,
+                            host_limits=HostLimits.from_flags(host_memory, host_cpus),
+                            distribution=spec.distribution.kind)
     if isinstance(chosen, ProcessRuntime):
         for rule in all_rules:
             if not is_debugger_rule_image(rule.image):

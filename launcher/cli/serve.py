@@ -5,6 +5,8 @@ import threading
 
 import click
 
+from sdlocal.launcher.cli import options
+
 
 @click.group(invoke_without_command=True)
 @click.option("--port", type=click.IntRange(0, 65535), default=None,
@@ -12,8 +14,10 @@ import click
 @click.option("--background", is_flag=True, help="Start detached and return (stop it with `sdlocal serve stop`).")
 @click.option("--runtime", type=click.Choice(["process", "docker", "auto"]), envvar="SDLOCAL_RUNTIME",
               default="auto", show_default=True, help="Where the jobs' training and evaluators run (as `run`).")
+@options.host_limit_options
 @click.pass_context
-def serve(ctx: click.Context, port: int | None, background: bool, runtime: str) -> None:
+def serve(ctx: click.Context, port: int | None, background: bool, runtime: str, host_cpus: str | None,
+          host_memory: str | None) -> None:
     """A local SageMaker endpoint (SageMaker training API, S3, CloudWatch Logs) for SDK v2/v3 scripts.
 
     Prints the exports a script needs (`eval "$(sdlocal serve --background)"`); with them an
@@ -33,7 +37,7 @@ def serve(ctx: click.Context, port: int | None, background: bool, runtime: str) 
     home = sdlocal_home()
     port = DEFAULT_PORT if port is None else port
     if background:
-        state = start_background(home, port=port, runtime=runtime)
+        state = start_background(home, port=port, runtime=runtime, host_cpus=host_cpus, host_memory=host_memory)
         click.echo(format_exports(exports(state.url, home)))
         click.echo(f"sdlocal serve: {state.url} (pid {state.pid}, log {home / 'serve.log'}); "
                    "stop it with `sdlocal serve stop`", err=True)
@@ -46,7 +50,8 @@ def serve(ctx: click.Context, port: int | None, background: bool, runtime: str) 
     stop_event = threading.Event()
     with stop_on_signals(stop_event):
         stuck = serve_foreground(home, port=port, runtime=runtime, stop=stop_event, ready=ready,
-                                 echo=lambda line: click.echo(line, err=True))
+                                 echo=lambda line: click.echo(line, err=True), host_cpus=host_cpus,
+                                 host_memory=host_memory)
     if stuck:
         raise click.ClickException(f"jobs still running after the stop: {', '.join(stuck)}")
 

@@ -5,6 +5,11 @@ The failure file follows the training toolkit: `/opt/ml/output/failure` written 
 itself wins; else the launcher writes the toolkit's `ExecuteUserScriptError` text (exit code, the
 last error line of the training log, the command). `FailureReason` is SageMaker's
 `AlgorithmError: <failure file>`, at most 1024 characters.
+
+Several hosts: SageMaker aggregates every host's `/opt/ml/model` (and `/opt/ml/output/data`) into
+the one tarball ("they should ensure no file names clash": a name two hosts wrote is taken from
+the first host, said once); a failed job's reason is the failed host's (launcher/job/hosts.py),
+naming it and, for torchrun, the rank that failed.
 """
 from __future__ import annotations
 
@@ -12,7 +17,7 @@ import re
 import shlex
 import tarfile
 import tempfile
-from collections.abc import Callable
+from collections.abc import Callable, Sequence
 from pathlib import Path
 from typing import TYPE_CHECKING
 
@@ -27,53 +32,77 @@ if TYPE_CHECKING:
 
 MAX_FAILURE_REASON = 1024
 _FILE_LINE = re.compile(r'^File "(.+)", line (\d+)')
+_RANK_PREFIX = re.compile(r"^\[(default|rank)\d+\]:\s*")
 _ERROR_LINE = re.compile(r"^[A-Za-z_][\w.]*(Error|Exception|Interrupt|Exit|Failure)\b")
 
 
-def _tar_folder(folder: Path, archive: Path) -> None:
-    """A gzipped tarball of the folder's contents at its root (`model.pth`, not `model/model.pth`)."""
+def _tar_folders(folders: Sequence[Path], archive: Path) -> list[str]:
+    """A gzipped tarball of the folders' contents at its root (`model.pth`, not `model/model.pth`);
+    a top-level name in several folders is taken from the first. The names left out."""
+    clashes: list[str] = []
+    taken: set[str] = set()
     with tarfile.open(archive, "w:gz") as tar:
-        if folder.is_dir():
+        for folder in folders:
+            if not folder.is_dir():
+                continue
             for entry in sorted(folder.iterdir()):
+                if entry.name in taken:
+                    clashes.append(entry.name)
+                    continue
+                taken.add(entry.name)
                 tar.add(entry, arcname=entry.name)
+    return clashes
 
 
-def publish_folder(folder: Path, output: Storage, name: str, work_dir: Path) -> None:
-    """Tar and gzip `folder` (an empty tarball when it is empty or missing) and store it as `name`
-    in `output` (the job's `<out>/<job>/output`)."""
+def publish_folder(folder: Path | Sequence[Path], output: Storage, name: str, work_dir: Path) -> list[str]:
+    """Tar and gzip `folder` (or the folders of several hosts, aggregated; an empty tarball when
+    there is nothing) and store it as `name` in `output` (the job's `<out>/<job>/output`). The
+    names two folders had (taken from the first)."""
+    folders = [folder] if isinstance(folder, Path) else list(folder)
     work_dir.mkdir(parents=True, exist_ok=True)
     with tempfile.TemporaryDirectory(dir=work_dir, prefix=".publish-") as tmp:
         archive = Path(tmp) / name
-        _tar_folder(folder, archive)
+        clashes = _tar_folders(folders, archive)
         output.write_file(name, archive)  # multipart for large models
+    return clashes
 
 
 def failure_reason(failure_file: Path, exit_code: int | None, entry_point: str, user_args: list[str],
-                   log_lines: list[str], *, program: bool = False) -> str:
+                   log_lines: list[str], *, message: str | None = None, command: Sequence[str] | None = None) -> str:
     """The job's FailureReason; writes the failure file when the script did not (the toolkit's way).
-    `program`: `entry_point` is the command's program itself, not a script run by python."""
+    `message`/`command`: the ErrorMessage and Command to report (default: the log's last error
+    line, `python <entry point> <args>`)."""
     try:
         text = failure_file.read_text(errors="replace").strip()
     except OSError:
         text = ""
     if not text:
-        message = _error_message(log_lines)
-        command = shlex.join([*([] if program else ["python"]), entry_point, *user_args])
+        message = message or error_message(log_lines)
+        command = shlex.join(list(command) if command else ["python", entry_point, *user_args])
         text = f'ExecuteUserScriptError:\nExitCode {exit_code}\nErrorMessage "{message}"\nCommand "{command}"'
         failure_file.parent.mkdir(parents=True, exist_ok=True)
         failure_file.write_text(text)
     return f"AlgorithmError: {text}"[:MAX_FAILURE_REASON]
 
 
-def _error_message(log_lines: list[str]) -> str:
+def _unprefixed(line: str) -> str:
+    """A log line without torch's `[rank3]:` prefix (torchrun's processes' errors carry one)."""
+    return _RANK_PREFIX.sub("", line.strip())
+
+
+def has_error_line(log_lines: list[str]) -> bool:
+    return any(_ERROR_LINE.match(_unprefixed(line)) for line in log_lines)
+
+
+def error_message(log_lines: list[str]) -> str:
     """The log's last Python error line; a SyntaxError (the script does not even compile) also
     gets the file and line from the traceback line before it, as `str(SyntaxError)` says them."""
-    errors = [i for i, line in enumerate(log_lines) if _ERROR_LINE.match(line.strip())]
+    errors = [i for i, line in enumerate(log_lines) if _ERROR_LINE.match(_unprefixed(line))]
     if not errors:
         return log_lines[-1].strip() if log_lines else ""
-    message = log_lines[errors[-1]].strip()
+    message = _unprefixed(log_lines[errors[-1]])
     if message.split(":", 1)[0] in ("SyntaxError", "IndentationError", "TabError"):
-        where = [m for line in log_lines[:errors[-1]] if (m := _FILE_LINE.match(line.strip()))]
+        where = [m for line in log_lines[:errors[-1]] if (m := _FILE_LINE.match(_unprefixed(line)))]
         if where and "line " not in message:
             message += f" ({Path(where[-1].group(1)).name}, line {where[-1].group(2)})"
     return message
@@ -89,26 +118,35 @@ def publish_outputs(spec: JobSpec, job_dir: JobDir, training: Handle | None, res
                     storage: Callable[[str], Storage], echo: Callable[[str], None]) -> tuple[str | None, str | None]:
     """(FailureReason, model artifacts URI) once the training ended: a failed training gets the
     first; a completed or stopped one has /opt/ml/model and /opt/ml/output/data published (SageMaker
-    uploads them on stop too). A publication that fails is said, not raised: the rules still need
-    their wait."""
+    uploads them on stop too), every host's aggregated. A publication that fails is said, not
+    raised: the rules still need their wait."""
+    from sdlocal.launcher.job.hosts import host_failure
+
+    hosts = [job_dir.host_dir(host) for host in spec.hosts]
     if result.training_failed and not result.stopped:
-        entry_point, args = spec.entry_point, spec.training_environment().user_args()
-        if spec.algorithm is not None:  # the algorithm's or the container command's own command line
-            entry_point, *args = spec.algorithm.argv("python")
-        elif spec.command is not None:
-            entry_point, *args = spec.command.argv()
-        return failure_reason(job_dir.failure_file, result.training_exit_code, entry_point, args,
-                              training.last_log_lines(40) if training else [], program=not spec.script_mode), None
+        failed = host_failure(spec, training)
+        command = failed.command
+        if command is None and spec.algorithm is not None:  # the algorithm's own command line
+            command = spec.algorithm.argv("python")
+        elif command is None and spec.command is not None:  # the container command's
+            command = spec.command.argv()
+        return failure_reason(job_dir.host_dir(failed.host).failure_file, result.training_exit_code,
+                              spec.entry_point, spec.training_environment(failed.host).user_args(), failed.log_lines,
+                              message=failed.message, command=command), None
     if training is None:
         return None, None
     if result.training_exit_code == 0:
-        write_success(job_dir.root / "output")
+        for host_dir in hosts:
+            write_success(host_dir.root / "output")
     try:
         output = storage(spec.model_output)
-        publish_folder(job_dir.model, output, "model.tar.gz", job_dir.root)
-        publish_folder(job_dir.output_data, output, "output.tar.gz", job_dir.root)
+        clashes = publish_folder([h.model for h in hosts], output, "model.tar.gz", job_dir.root)
+        clashes += publish_folder([h.output_data for h in hosts], output, "output.tar.gz", job_dir.root)
     except Exception as e:  # noqa: BLE001
         echo(f"Warning: could not publish the model artifacts to {spec.model_artifacts}: {one_line(e)}")
         return None, None
+    if clashes:
+        echo(f"Warning: several hosts wrote {', '.join(sorted(set(clashes)))} to /opt/ml/model or /opt/ml/output/data: "
+             "the archive has the first host's")
     echo(f"Model artifacts: {spec.model_artifacts}")
     return None, spec.model_artifacts

@@ -1,5 +1,6 @@
-"""What a job starts, built from its spec: the training's launch, one evaluator launch per rule
-(the evaluator contract, evaluator/contract.py), and the checks of what a runtime can honour."""
+"""What a job starts, built from its spec: one evaluator launch per rule (the evaluator contract,
+evaluator/contract.py), and the checks of what a runtime can honour (the training's launches, one
+per host: launcher/job/hosts.py)."""
 from __future__ import annotations
 
 from collections.abc import Callable
@@ -8,7 +9,7 @@ from sdlocal.evaluator.rule import RuleKind
 from sdlocal.launcher.errors import JobError
 from sdlocal.launcher.job.model import RunOptions
 from sdlocal.launcher.jobdir.folder import JobDir
-from sdlocal.launcher.runtime import DataInput, RuleLaunch, TrainingLaunch
+from sdlocal.launcher.runtime import RuleLaunch
 from sdlocal.launcher.spec.model import JobSpec, RuleSpec
 
 Env = tuple[tuple[str, str], ...]
@@ -24,20 +25,12 @@ def check_container_settings(spec: JobSpec, isolates_network: bool, echo: Callab
     if settings.network_isolation:
         echo("EnableNetworkIsolation: the training container has no network (the launcher stages the "
              "inputs and uploads the outputs)")
-    if settings.traffic_encryption:
+    if settings.traffic_encryption and not spec.multi_host:
         echo("EnableInterContainerTrafficEncryption: sdlocal runs one training container: there is no "
              "traffic between training instances to encrypt")
-
-
-def training_launch(spec: JobSpec, job_dir: JobDir, env: Env, data_inputs: tuple[DataInput, ...]) -> TrainingLaunch:
-    return TrainingLaunch(
-        job_name=spec.job_name, entry_point=spec.entry_point, source_dir=spec.source_dir,
-        hyperparameters=tuple(spec.hyperparameters.items()), config_dir=job_dir.config_dir,
-        model_dir=job_dir.model, log_path=job_dir.logs / "training.log", image=spec.training_image, env=env,
-        training_env=spec.training_environment(), environment=tuple(spec.environment.items()),
-        data_inputs=data_inputs, network_isolation=spec.containers.network_isolation,
-        algorithm=spec.algorithm, command=spec.command,
-    )
+    elif settings.traffic_encryption:
+        echo("EnableInterContainerTrafficEncryption: the hosts' traffic stays on this machine (its loopback, or "
+             "the job's Docker network) and is not encrypted")
 
 
 def rule_launch(spec: JobSpec, rule: RuleSpec, job_dir: JobDir, options: RunOptions, env: Env) -> RuleLaunch:

@@ -6,7 +6,8 @@ It owns every part a job starts and their cleanup, in one place:
     stage     an s3:// source tarball unpacked, the channels under input/data (launcher/job/staging.py)
     configure local custom rule files uploaded, input/config/*.json and job.json written
     start     uploader, one evaluator per rule configuration (Debugger rules, then the profiler
-              rules the evaluator can run), training, system sampler (ProfilerConfig, not disabled)
+              rules the evaluator can run), training, system sampler (ProfilerConfig, not disabled);
+              a job of several hosts: every host's training, uploads and sampler (launcher/job/hosts.py)
     wait      for the training, with its deadline (StoppingCondition.MaxRuntimeInSeconds), a stop (Ctrl-C,
               SIGTERM, `sdlocal stop`) or a rule's StopTraining request; evaluators that die
               meanwhile get Error at once (`Evaluators.settle`)
@@ -25,7 +26,7 @@ from __future__ import annotations
 
 import threading
 import time
-from collections.abc import Callable
+from collections.abc import Callable, Mapping
 from dataclasses import replace
 from datetime import datetime, timezone
 from pathlib import Path
@@ -34,7 +35,14 @@ from typing import Any
 from sdlocal.evaluator.actions import StopTrainingRequest
 from sdlocal.launcher.job.artifacts import publish_outputs
 from sdlocal.launcher.job.evaluators import Evaluators, profiler_rule_runs
-from sdlocal.launcher.job.launches import check_container_settings, rule_launch, training_launch
+from sdlocal.launcher.job.hosts import (
+    HostSamplers,
+    host_launches,
+    start_hosts,
+    start_samplers,
+    upload_targets,
+)
+from sdlocal.launcher.job.launches import check_container_settings, rule_launch
 from sdlocal.launcher.job.model import (
     DEFAULT_OPTIONS,
     MAX_RUNTIME_EXCEEDED,
@@ -53,13 +61,12 @@ from sdlocal.launcher.s3.endpoint import S3Endpoint
 from sdlocal.launcher.sampler.sampler import (
     SystemSampler,
     make_sampler,
-    start_sampler,
 )
 from sdlocal.launcher.settings import sdlocal_home
 from sdlocal.launcher.spec.model import JobSpec, RuleSpec
 from sdlocal.launcher.statuses.keeper import KeptStatus
 from sdlocal.launcher.statuses.summary import RuleRef, rule_job_summary
-from sdlocal.launcher.upload.uploader import Uploader, UploadTarget
+from sdlocal.launcher.upload.uploader import Uploader
 from sdlocal.launcher.wait import Deadline, wait_for
 from sdlocal.trial.errors import StorageError, one_line
 from sdlocal.trial.profiler.names import FRAMEWORK_END_MARKER, SYSTEM_END_MARKER
@@ -119,7 +126,7 @@ class JobLifecycle:
         self.profiler_rules: tuple[RuleSpec, ...] = ()  # those with an evaluator (set by configure)
         self.evaluators = Evaluators(runtime, spec.job_name, self._keeper, stop_grace_s=options.stop_grace_s)
         self.uploader: Uploader | None = None
-        self.sampler: SystemSampler | None = None
+        self.sampler: SystemSampler | HostSamplers | None = None
         self.training: Handle | None = None
         self.upload_errors: list[Exception] = []
         # how the training ended
@@ -227,28 +234,24 @@ class JobLifecycle:
         if unevaluated:
             self.echo(f"Profiler rules are not evaluated yet: {', '.join(unevaluated)}")
 
-    def start(self, data_inputs: tuple[DataInput, ...]) -> None:
+    def start(self, data_inputs: Mapping[str, tuple[DataInput, ...]]) -> None:
         spec = self.spec
-        targets = [UploadTarget(self.job_dir.tensors, self.storage(spec.debug_output))]
-        if spec.tensorboard is not None:
-            targets.append(UploadTarget(self.job_dir.tensorboard, self.storage(spec.tensorboard.tensorboard_output),
-                                        mutable=True))
-        if self.profiling:
-            targets.append(UploadTarget(self.job_dir.profiler, self.storage(spec.profiler_output)))
+        targets = upload_targets(spec, self.job_dir, self.storage, self.profiling)
         self.uploader = Uploader(targets, interval=self.options.upload_interval_s, on_error=self.upload_errors.append,
                                  echo=self.echo, keepers=self.status_keepers)
         self.uploader.start()
         env = tuple(sorted(self.endpoint.child_env().items()))
         for rule in spec.debug_rules + self.profiler_rules:
             self.evaluators.start(rule, rule_launch(self.spec, rule, self.job_dir, self.options, env))
-        self.training = self.runtime.start_training(training_launch(self.spec, self.job_dir, env, data_inputs))
+        self.training = start_hosts(self.runtime, host_launches(spec, self.job_dir, env, data_inputs),
+                                    grace=self.options.stop_grace_s)
         self.on_phase("Training", "Training image download completed. Training in progress.")
-        self.echo(f"Training job {spec.job_name} started ({len(self.evaluators)} rule evaluator(s)); "
+        hosts = f" on {len(spec.hosts)} hosts ({', '.join(spec.hosts)})" if spec.multi_host else ""
+        launch = f", {spec.distribution.kind}" if spec.distribution.enabled else ""
+        self.echo(f"Training job {spec.job_name} started{hosts} ({len(self.evaluators)} rule evaluator(s){launch}); "
                   f"logs in {self.job_dir.logs}")
         if self.profiling:
-            assert self.spec.profiler is not None
-            self.sampler = start_sampler(self.sampler_factory, self.training, self.job_dir.profiler,
-                                         self.spec.profiler.interval_ms, self.spec.profiler_output, self.echo)
+            self.sampler = start_samplers(self.sampler_factory, self.training, spec, self.job_dir, self.echo)
 
     def wait_training(self) -> None:
         spec, training, options = self.spec, self.training, self.options

@@ -10,7 +10,13 @@ from collections.abc import Callable
 from dataclasses import replace
 
 from sdlocal.launcher.errors import JobError, SpecError
-from sdlocal.launcher.job.staging import Buckets, fetch_source, remove_staged, stage_channels
+from sdlocal.launcher.job.staging import (
+    Buckets,
+    fetch_source,
+    remove_staged,
+    stage_channels,
+    stage_host_channels,
+)
 from sdlocal.launcher.jobdir.folder import JobDir
 from sdlocal.launcher.runtime import DataInput
 from sdlocal.launcher.spec.model import JobSpec
@@ -71,9 +77,10 @@ def claim_job_name(spec: JobSpec, job_dir: JobDir, bucket: Buckets, *, ensure_bu
 
 
 def stage_inputs(spec: JobSpec, job_dir: JobDir, bucket: Buckets, stop: threading.Event,
-                 echo: Callable[[str], None]) -> tuple[JobSpec, tuple[DataInput, ...]]:
-    """The source tarball unpacked into the job's code folder, the channels under input/data; a
-    staging that fails leaves no job folder behind (it would read as "already exists" next time)."""
+                 echo: Callable[[str], None]) -> tuple[JobSpec, dict[str, tuple[DataInput, ...]]]:
+    """The source tarball unpacked into the job's code folder, the channels under each host's
+    input/data (launcher/job/staging.py); a staging that fails leaves no job folder behind (it
+    would read as "already exists" next time). The data inputs of each host."""
     try:
         job_dir.create()
         if spec.source_s3_uri is not None:
@@ -86,7 +93,18 @@ def stage_inputs(spec: JobSpec, job_dir: JobDir, bucket: Buckets, stop: threadin
         elif spec.code_in_job_folder:  # an algorithm or container command without SourceDir
             job_dir.code.mkdir(parents=True, exist_ok=True)
             spec = replace(spec, source_dir=job_dir.code)
-        return spec, stage_channels(bucket, spec.channels, job_dir.input_data, stop=stop, echo=echo)
+        hosts = len(spec.hosts)
+        first = stage_channels(bucket, spec.channels, job_dir.input_data, stop=stop, echo=echo, shard=(0, hosts))
+        inputs = {spec.hosts[0]: first}
+        for index, host in enumerate(spec.hosts[1:], start=1):
+            inputs[host] = stage_host_channels(bucket, spec.channels, first, job_dir.input_data,
+                                               job_dir.create_host(host).input_data, index, hosts, stop=stop,
+                                               echo=_said_on(host, echo))
+        return spec, inputs
     except BaseException:
         remove_staged(job_dir.root)
         raise
+
+
+def _said_on(host: str, echo: Callable[[str], None]) -> Callable[[str], None]:
+    return lambda line: echo(f"{host}: {line}")

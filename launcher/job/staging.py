@@ -6,6 +6,11 @@ whose key starts with the prefix, at its key relative to the prefix; a URI namin
 that file). Local channels are not copied: the process runtime sees a symlink, the docker runtime
 mounts the folder or file read-only.
 
+A job of several hosts: each host has its own `input/data` (JobDir.host_dir). A channel whose
+S3DataDistributionType is ShardedByS3Key gives each host its share of the objects (object i of
+the sorted listing goes to host i mod N, as SageMaker gives each instance about 1/N of them); any
+other channel is the same data on every host (downloaded once, the other hosts' folders link to it).
+
 S3 is reached through trial's Storage: `s3` opens a bucket's storage (`bucket_storage(client)`).
 """
 from __future__ import annotations
@@ -39,18 +44,24 @@ def _bucket_key(uri: str) -> tuple[str, str]:
 
 
 
+def is_sharded(channel: Channel, hosts: int) -> bool:
+    return channel.is_s3 and channel.distribution == "ShardedByS3Key" and hosts > 1
+
+
 def stage_channels(s3: Buckets | None, channels: tuple[Channel, ...], input_data: Path, *,
-                   stop: threading.Event | None = None,
-                   echo: Callable[[str], None] = print) -> tuple[DataInput, ...]:
-    """Make every channel available under `input_data/<channel>`; the runtimes' `DataInput`s."""
+                   stop: threading.Event | None = None, echo: Callable[[str], None] = print,
+                   shard: tuple[int, int] = (0, 1)) -> tuple[DataInput, ...]:
+    """Make every channel available under `input_data/<channel>`; the runtimes' `DataInput`s.
+    `shard`: (this host's index, hosts) for ShardedByS3Key channels."""
     inputs = []
     for channel in channels:
         dest = input_data / channel.name
         if channel.is_s3:
             if s3 is None:
                 raise JobError(f"channel {channel.name}: {channel.source} needs S3")
-            count = _download_prefix(s3, channel, dest, stop)
-            echo(f"Channel {channel.name}: {count} file(s) from {channel.source}")
+            count = _download_prefix(s3, channel, dest, stop, shard if is_sharded(channel, shard[1]) else (0, 1))
+            share = f" (ShardedByS3Key: host {shard[0] + 1} of {shard[1]})" if is_sharded(channel, shard[1]) else ""
+            echo(f"Channel {channel.name}: {count} file(s) from {channel.source}{share}")
             inputs.append(DataInput(f"input/data/{channel.name}", dest))
             continue
         source = Path(channel.source)
@@ -68,17 +79,23 @@ def stage_channels(s3: Buckets | None, channels: tuple[Channel, ...], input_data
     return tuple(inputs)
 
 
-def _download_prefix(s3: Buckets, channel: Channel, dest: Path, stop: threading.Event | None) -> int:
+def _download_prefix(s3: Buckets, channel: Channel, dest: Path, stop: threading.Event | None,
+                     shard: tuple[int, int] = (0, 1)) -> int:
     bucket, prefix = _bucket_key(channel.source)
     storage = s3(bucket)
     dest.mkdir(parents=True, exist_ok=True)
+    index, hosts = shard
     try:
         if prefix and not prefix.endswith("/") and storage.exists(prefix):
-            storage.read_to_file(prefix, dest / PurePosixPath(prefix).name)
-            return 1
-        count = 0
+            if index % hosts == 0:  # one object: the first host's share
+                storage.read_to_file(prefix, dest / PurePosixPath(prefix).name)
+            return 1 if index % hosts == 0 else 0
+        count = seen = 0
         for key in storage.list(prefix, include_tmp=True):  # a channel's data is whatever is there
             if key.endswith("/"):  # a "folder" placeholder object
+                continue
+            seen += 1
+            if (seen - 1) % hosts != index:  # another host's share
                 continue
             rel = key[len(prefix):].lstrip("/")
             if not rel or not _stays_inside(PurePosixPath(rel)):
@@ -92,7 +109,7 @@ def _download_prefix(s3: Buckets, channel: Channel, dest: Path, stop: threading.
             count += 1
     except (StorageError, OSError) as e:  # S3 or this disk: name the channel and the URI
         raise JobError(f"channel {channel.name}: cannot download {channel.source}: {one_line(e)}") from e
-    if count == 0:
+    if seen == 0:
         raise JobError(f"channel {channel.name}: no S3 objects found under S3 URL {channel.source}")
     return count
 
@@ -159,3 +176,23 @@ def _stays_inside(path: PurePosixPath) -> bool:
 def remove_staged(root: Path) -> None:
     """Undo a staging that failed: the job folder did not exist before (run_job's `_prepare`)."""
     shutil.rmtree(root, ignore_errors=True)
+
+
+def stage_host_channels(s3: Buckets | None, channels: tuple[Channel, ...], first: tuple[DataInput, ...],
+                        first_data: Path, input_data: Path, index: int, hosts: int, *,
+                        stop: threading.Event | None = None,
+                        echo: Callable[[str], None] = print) -> tuple[DataInput, ...]:
+    """Host `index` (from 0; the first host's are `first`, under `first_data`): its share of the
+    sharded S3 channels downloaded under `input_data`, the other channels linked to the first
+    host's (the process runtime's view; docker mounts the same data)."""
+    inputs: list[DataInput] = []
+    for channel in channels:
+        if is_sharded(channel, hosts):
+            inputs += stage_channels(s3, (channel,), input_data, stop=stop, echo=echo, shard=(index, hosts))
+            continue
+        dest = input_data / channel.name
+        dest.parent.mkdir(parents=True, exist_ok=True)
+        dest.symlink_to(first_data / channel.name, target_is_directory=True)
+        inputs += [d for d in first if d.rel == f"input/data/{channel.name}" or
+                   d.rel.startswith(f"input/data/{channel.name}/")]
+    return tuple(inputs)

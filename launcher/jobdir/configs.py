@@ -18,21 +18,27 @@ def write_configs(spec: JobSpec, job_dir: JobDir, endpoint_url: str | None,
     `unevaluated`: the profiler rules this run starts no evaluator for; `endpoint_url` and
     `endpoint_source` (S3Endpoint's): where `summary` finds the job's statuses again."""
     job_dir.create()
+    for host in spec.hosts:  # each host's /opt/ml/input/config (algo-1's: the job folder's)
+        write_host_configs(spec, job_dir.create_host(host), host)
+    _dump(job_dir.record, job_record(spec, endpoint_url, unevaluated, endpoint_source))
 
-    def dump(path: Path, data: Any) -> None:
-        path.write_text(json.dumps(data, indent=2) + "\n")
 
+def _dump(path: Path, data: Any) -> None:
+    path.write_text(json.dumps(data, indent=2) + "\n")
+
+
+def write_host_configs(spec: JobSpec, host_dir: JobDir, host: str) -> None:
+    """`host`'s input/config/*.json, its local paths those of `host_dir` (its /opt/ml)."""
     if spec.hook is not None:
-        dump(job_dir.config_file("debughookconfig"), spec.hook.to_container_config(str(job_dir.tensors)))
+        _dump(host_dir.config_file("debughookconfig"), spec.hook.to_container_config(str(host_dir.tensors)))
     if spec.profiler is not None:
-        dump(job_dir.config_file("profilerconfig"), spec.profiler.to_container_config(str(job_dir.profiler)))
+        _dump(host_dir.config_file("profilerconfig"), spec.profiler.to_container_config(str(host_dir.profiler)))
     if spec.tensorboard is not None:
-        dump(job_dir.config_file("tensorboardoutputconfig"), {"LocalPath": str(job_dir.tensorboard)})
-    env = spec.training_environment()
-    dump(job_dir.config_file("resourceconfig"), env.resource_config())
-    dump(job_dir.config_file("inputdataconfig"), env.input_data_config())
-    dump(job_dir.config_file("hyperparameters"), dict(spec.request_hyperparameters))  # as sent, as SageMaker does
-    dump(job_dir.record, job_record(spec, endpoint_url, unevaluated, endpoint_source))
+        _dump(host_dir.config_file("tensorboardoutputconfig"), {"LocalPath": str(host_dir.tensorboard)})
+    env = spec.training_environment(host)
+    _dump(host_dir.config_file("resourceconfig"), env.resource_config())
+    _dump(host_dir.config_file("inputdataconfig"), env.input_data_config())
+    _dump(host_dir.config_file("hyperparameters"), dict(spec.request_hyperparameters))  # as sent, as SageMaker does
 
 
 def update_record(job_dir: JobDir, **fields: Any) -> None:

@@ -1,5 +1,6 @@
 """What the SageMaker training toolkit tells a training script about its job: the `SM_*` variables,
-`resourceconfig.json` and `inputdataconfig.json`, in the toolkit's shapes, for a single-host job.
+`resourceconfig.json` and `inputdataconfig.json`, in the toolkit's shapes, for one host of a job
+(`current_host` of `hosts`: algo-1 alone, or algo-1..algo-N for ResourceConfig.InstanceCount N).
 
 The toolkit (sagemaker-training, `environment.Environment.to_env_vars()`) turns each property of
 its environment into `SM_<NAME>`: strings as they are, anything else as compact sorted JSON;
@@ -8,6 +9,11 @@ its environment into `SM_<NAME>`: strings as they are, anything else as compact 
 when it parses (the SDK json-encodes framework hyperparameters); `sagemaker_*` ones are the
 toolkit's own. Paths are under `opt_ml`: `/opt/ml` in a container, the job directory for the
 process runtime.
+
+Several hosts: every host has the same view but its own `current_host` (and `CURRENT_HOST`,
+`is_master` for algo-1). With a distribution enabled (the SDK's `sagemaker_*_enabled` flags the
+toolkit lists), the host group is a "distribution instance group": `distribution_instance_groups`
+and `distribution_hosts` name it, the master is its first host.
 """
 from __future__ import annotations
 
@@ -16,7 +22,7 @@ import os
 import shutil
 import subprocess
 from collections.abc import Mapping
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 from typing import Any
 
 from sdlocal.launcher.spec.inputs import Channel
@@ -31,6 +37,19 @@ _TOOLKIT_HYPERPARAMETERS = frozenset({
     "sagemaker_container_log_level", "sagemaker_job_name", "default_user_module_name", "_tuning_objective_metric",
     "sagemaker_s3_output",
 })
+
+
+# the flags the toolkit reads to put the host group in the distribution (environment.py)
+_DISTRIBUTION_FLAGS = (
+    "sagemaker_mpi_enabled", "sagemaker_parameter_server_enabled", "sagemaker_distributed_dataparallel_enabled",
+    "sagemaker_pytorch_ddp_enabled", "sagemaker_pytorch_xla_multi_worker_enabled",
+    "sagemaker_multi_worker_mirrored_strategy_enabled", "sagemaker_torch_distributed_enabled",
+)
+
+
+def host_names(count: int) -> tuple[str, ...]:
+    """algo-1 .. algo-`count`."""
+    return tuple(f"algo-{i}" for i in range(1, max(count, 1) + 1))
 
 
 def decode_hyperparameter(value: str) -> Any:
@@ -78,6 +97,21 @@ class TrainingEnvironment:
     hyperparameters: tuple[tuple[str, str], ...] = ()  # the request's, as sent (sagemaker_* included)
     channels: tuple[Channel, ...] = ()
     instance_type: str = "local"
+    hosts: tuple[str, ...] = (HOST,)
+    current_host: str = HOST
+
+    def for_host(self, host: str) -> TrainingEnvironment:
+        return replace(self, current_host=host)
+
+    def distribution_instance_groups(self) -> list[str]:
+        """The toolkit's: the job's one group when a distribution flag is set, else none."""
+        params = self.framework_parameters()
+        return [GROUP] if any(params.get(flag, False) for flag in _DISTRIBUTION_FLAGS) else []
+
+    @property
+    def master_host(self) -> str:
+        """The first host of the distribution (the toolkit's `master_hostname`)."""
+        return self.hosts[0]
 
     def decoded_hyperparameters(self) -> dict[str, Any]:
         return {k: decode_hyperparameter(v) for k, v in self.hyperparameters}
@@ -98,11 +132,12 @@ class TrainingEnvironment:
         return args
 
     def resource_config(self) -> dict[str, Any]:
-        """/opt/ml/input/config/resourceconfig.json of a single-host job."""
+        """/opt/ml/input/config/resourceconfig.json of this host."""
+        hosts = list(self.hosts)
         return {
-            "current_host": HOST, "current_instance_type": self.instance_type, "current_group_name": GROUP,
-            "hosts": [HOST],
-            "instance_groups": [{"instance_group_name": GROUP, "instance_type": self.instance_type, "hosts": [HOST]}],
+            "current_host": self.current_host, "current_instance_type": self.instance_type,
+            "current_group_name": GROUP, "hosts": hosts,
+            "instance_groups": [{"instance_group_name": GROUP, "instance_type": self.instance_type, "hosts": hosts}],
             "network_interface_name": NETWORK_INTERFACE,
         }
 
@@ -114,17 +149,19 @@ class TrainingEnvironment:
         """The toolkit's `Environment` as a dict (SM_TRAINING_ENV) for this job at `opt_ml`."""
         hps = self.decoded_hyperparameters()
         entry = self.entry_point
+        hosts = list(self.hosts)
+        groups = self.distribution_instance_groups()
         return {
             "additional_framework_parameters": self.framework_parameters(),
             "channel_input_dirs": {c.name: f"{opt_ml}/input/data/{c.name}" for c in self.channels},
-            "current_host": HOST,
+            "current_host": self.current_host,
             "current_instance_group": GROUP,
-            "current_instance_group_hosts": [HOST],
+            "current_instance_group_hosts": hosts,
             "current_instance_type": self.instance_type,
-            "distribution_hosts": [],
-            "distribution_instance_groups": [],
+            "distribution_hosts": hosts if groups else [],
+            "distribution_instance_groups": groups,
             "framework_module": None,
-            "hosts": [HOST],
+            "hosts": hosts,
             "hyperparameters": self.user_hyperparameters(),
             "input_config_dir": f"{opt_ml}/input/config",
             "input_data_config": self.input_data_config(),
@@ -132,13 +169,13 @@ class TrainingEnvironment:
             "instance_groups": [GROUP],
             "instance_groups_dict": {GROUP: self.resource_config()["instance_groups"][0]},
             "is_hetero": False,
-            "is_master": True,
+            "is_master": self.current_host == self.master_host,
             "is_modelparallel_enabled": None,
             "is_smddpmprun_installed": False,
             "is_smddprun_installed": False,
             "job_name": self.job_name,
             "log_level": hps.get("sagemaker_container_log_level", DEFAULT_LOG_LEVEL),
-            "master_hostname": HOST,
+            "master_hostname": self.master_host,
             "model_dir": f"{opt_ml}/model",
             # the toolkit reports the SDK's sagemaker_submit_directory (an s3:// URI) when there is one
             "module_dir": str(hps.get("sagemaker_submit_directory", code_dir)),
@@ -182,5 +219,5 @@ class TrainingEnvironment:
         for name, value in props["hyperparameters"].items():
             values[f"hp_{name}"] = value
         env = {f"SM_{key.upper()}": _env_value(value) for key, value in values.items()}
-        env["CURRENT_HOST"] = HOST
+        env["CURRENT_HOST"] = self.current_host
         return env

@@ -8,11 +8,12 @@ from __future__ import annotations
 import abc
 import signal
 import sys
-from collections.abc import Mapping
+from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
+from sdlocal.launcher.errors import RuntimeLaunchError
 from sdlocal.launcher.jobdir.training_env import TrainingEnvironment
 from sdlocal.launcher.spec.algorithm import BuiltinAlgorithm, ContainerCommand
 
@@ -25,6 +26,53 @@ class DataInput:
 
     rel: str
     host: Path
+
+
+MASTER_PORT = 7777  # the PyTorch training toolkit's MASTER_PORT (torchrun's --master_port)
+
+
+@dataclass(frozen=True)
+class Rendezvous:
+    """Where every host's ranks find rank 0 (MASTER_ADDR, MASTER_PORT): `algo-1:7777` on a
+    network where hosts have their names (docker), a port of this machine's loopback otherwise."""
+
+    addr: str
+    port: int = MASTER_PORT
+
+
+@dataclass(frozen=True)
+class RankLayout:
+    """One host's share of a torchrun launch (the toolkit's TorchDistributedRunner): `nnodes`
+    hosts of `nproc_per_node` processes each (None: the host's GPUs, else 1, as the toolkit
+    decides), this host the `node_rank`-th."""
+
+    nnodes: int
+    nproc_per_node: int | None
+    node_rank: int
+
+    def processes(self, num_gpus: int) -> int:
+        return self.nproc_per_node if self.nproc_per_node is not None else max(num_gpus, 1)
+
+    def torchrun_args(self, rendezvous: Rendezvous | None, num_gpus: int = 0) -> list[str]:
+        """`--nnodes N --nproc_per_node P` [+ `--master_addr A --master_port P --node_rank K`]:
+        the toolkit passes the last three for several hosts only; a launcher that shares this
+        machine's loopback passes them always (torchrun's default port would be every job's)."""
+        args = ["--nnodes", str(self.nnodes), "--nproc_per_node", str(self.processes(num_gpus))]
+        if rendezvous is not None:
+            args += ["--master_addr", rendezvous.addr, "--master_port", str(rendezvous.port),
+                     "--node_rank", str(self.node_rank)]
+        return args
+
+
+@dataclass(frozen=True)
+class MpiLayout:
+    """mpirun across every host, started on the first (the toolkit's MPI MasterRunner): `-np`
+    `num_processes` (default: processes per host x hosts), `processes_per_host` (None: the host's
+    GPUs, else 1), the SDK's custom_mpi_options."""
+
+    processes_per_host: int | None
+    num_processes: int | None = None
+    options: str = ""
 
 
 @dataclass(frozen=True)
@@ -44,32 +92,62 @@ class TrainingLaunch:
     network_isolation: bool = False  # EnableNetworkIsolation: no network at all for the training
     algorithm: BuiltinAlgorithm | None = None  # SageMaker's XGBoost algorithm instead of a script
     command: ContainerCommand | None = None  # the request's ContainerEntrypoint + ContainerArguments
+    ranks: RankLayout | None = None  # torchrun on this host (torch_distributed, pytorchddp), else one process
+    mpi: MpiLayout | None = None  # mpirun from the first host across all (Runtime.start_mpi)
 
     @property
     def job_root(self) -> Path:
         """The process runtime's /opt/ml."""
         return self.config_dir.parent.parent
 
+    @property
+    def host(self) -> str:
+        return self.toolkit_env().current_host
+
+    @property
+    def hosts(self) -> tuple[str, ...]:
+        return self.toolkit_env().hosts
+
+    @property
+    def distributed(self) -> bool:
+        """Several hosts or several processes: the platform's distributed variables are set."""
+        return len(self.hosts) > 1 or self.ranks is not None or self.mpi is not None
+
     def toolkit_env(self) -> TrainingEnvironment:
         return self.training_env or TrainingEnvironment(self.job_name, self.entry_point, self.hyperparameters)
 
-    def argv(self, python: str = sys.executable) -> list[str]:
+    def argv(self, python: str = sys.executable, rendezvous: Rendezvous | None = None,
+             num_gpus: int = 0) -> list[str]:
         """What the training runs: the script under the zero-code hook, with the hyperparameters as the
-        SageMaker training toolkit passes them (`--key value`, sorted); the built-in algorithm; or
-        the request's container command as given (paths of the container's /opt/ml)."""
+        SageMaker training toolkit passes them (`--key value`, sorted), with `ranks` behind torch's
+        launcher (`python -m torch.distributed.run`: the `torchrun` the toolkit runs, whether or not
+        the image has the script), which runs the hook's runner in each of its processes; the built-in
+        algorithm; or the request's container command as given (paths of the container's /opt/ml)."""
         if self.algorithm is not None:
             return self.algorithm.argv(python)
         if self.command is not None:
             return self.command.argv()
-        return [python, "-m", "sdlocal.hook.run", self.entry_point, *self.toolkit_env().user_args()]
+        run = [self.entry_point, *self.toolkit_env().user_args()]
+        if self.ranks is None:
+            return [python, "-m", "sdlocal.hook.run", *run]
+        return [python, "-m", "torch.distributed.run", *self.ranks.torchrun_args(rendezvous, num_gpus),
+                "--module", "sdlocal.hook.run", *run]
 
-    def container_env(self, opt_ml: str | None = None, code_dir: str | None = None, num_gpus: int = 0) -> dict[str, str]:
+    def container_env(self, opt_ml: str | None = None, code_dir: str | None = None, num_gpus: int = 0,
+                      rendezvous: Rendezvous | None = None, interface: str = "eth0",
+                      num_cpus: int | None = None) -> dict[str, str]:
         """The training's environment. `opt_ml`/`code_dir`: the paths the script sees (default: this
-        host's job folder and source folder, as the process runtime runs it)."""
+        host's job folder and source folder, as the process runtime runs it). A distributed launch
+        also gets what the PyTorch training toolkit sets (MASTER_ADDR/PORT of `rendezvous`, NCCL's
+        interface `interface`)."""
         env = dict(self.environment)  # the request's Environment; SageMaker's own variables win over it
         env.update(self.toolkit_env().to_env(opt_ml or str(self.job_root), code_dir=code_dir or str(self.source_dir),
-                                             num_gpus=num_gpus))
+                                             num_gpus=num_gpus, num_cpus=num_cpus))
         env.update({"TRAINING_JOB_NAME": self.job_name, "PYTHONUNBUFFERED": "1"})
+        if self.distributed:
+            master = rendezvous or Rendezvous(self.toolkit_env().master_host)
+            env.update({"MASTER_ADDR": master.addr, "MASTER_PORT": str(master.port), "NCCL_SOCKET_IFNAME": interface,
+                        "NCCL_IB_DISABLE": "1", "NCCL_DEBUG": "WARN"})
         for name, var in (("debughookconfig", "SMDEBUG_CONFIG_FILE_PATH"),
                           ("profilerconfig", "SMPROFILER_CONFIG_PATH"),
                           ("tensorboardoutputconfig", "TENSORBOARD_CONFIG_FILE_PATH")):
@@ -79,8 +157,12 @@ class TrainingLaunch:
         env.update(dict(self.env))
         return env
 
-    def to_process_kwargs(self, python: str = sys.executable, num_gpus: int = 0) -> dict[str, Any]:
-        return {"args": self.argv(python), "cwd": str(self.source_dir), "env": self.container_env(num_gpus=num_gpus)}
+    def to_process_kwargs(self, python: str = sys.executable, num_gpus: int = 0,
+                          rendezvous: Rendezvous | None = None) -> dict[str, Any]:
+        env = self.container_env(num_gpus=num_gpus, rendezvous=rendezvous, interface="lo")
+        if self.distributed:
+            env.setdefault("GLOO_SOCKET_IFNAME", "lo")  # the hosts of this machine meet on its loopback
+        return {"args": self.argv(python, rendezvous, num_gpus), "cwd": str(self.source_dir), "env": env}
 
 
 @dataclass(frozen=True)
@@ -216,6 +298,10 @@ class Runtime(abc.ABC):
 
     @abc.abstractmethod
     def start_rule(self, launch: RuleLaunch) -> Handle: ...
+
+    def start_mpi(self, launches: Sequence[TrainingLaunch]) -> Handle:
+        """mpirun on the first host of `launches` across them all (distribution mpi)."""
+        raise RuntimeLaunchError(f"distribution mpi: {type(self).__name__} does not run mpirun")
 
     def close(self) -> None:  # noqa: B027 - optional: only runtimes that hold resources override it
         """Release what the runtime holds (containers, networks) once the job ended; idempotent."""

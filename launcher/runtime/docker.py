@@ -12,6 +12,12 @@ platform does. It runs as a non-root user (`--training-user`, `training_user()`)
 sdlocal, or uid 1000 when that is root, whose writable folders (output/, model/) are then given
 to it; an input it could not read is one line before anything starts.
 
+A job of several hosts runs one training container per host (`algo-1` .. `algo-N`: its hostname
+and its alias on the job network, so every host reaches the others by name, rank 0 at algo-1:7777
+as on SageMaker), each with its own /opt/ml (the host's folders of the job) and, when asked
+(`HostLimits`: --host-cpus, --host-memory), its own CPU and memory limits. With EnableNetworkIsolation
+they share a network of their own that reaches nothing else.
+
 Every container and the network carry `sdlocal.job`, `sdlocal.run` and `sdlocal.role` labels
 (`sdlocal.rule` for evaluators); `close()` removes this run's containers and network unless `keep`.
 Container output is copied, as it comes, into the job's log files (`sdlocal logs` works after removal).
@@ -24,19 +30,20 @@ import math
 import os
 import threading
 import uuid
-from collections.abc import Callable
+from collections.abc import Callable, Sequence
 from pathlib import Path
 from typing import Any
 
 from sdlocal.launcher.errors import RuntimeLaunchError
 from sdlocal.launcher.runtime import relay as _relay
-from sdlocal.launcher.runtime.base import ExitInfo, Handle, RuleLaunch, Runtime, TrainingLaunch
+from sdlocal.launcher.runtime.base import Rendezvous, RuleLaunch, Runtime, TrainingLaunch
 from sdlocal.launcher.runtime.docker_config import (
     CODE_DIR,
     GATEWAY_PORT,
     OPT_ML,
     ContainerUser,
     Endpoint,
+    HostLimits,
     RuleLimits,
     container_name,
     host_resources,
@@ -49,7 +56,8 @@ from sdlocal.launcher.runtime.docker_config import (
     unreadable_input,
     write_container_config,
 )
-from sdlocal.launcher.settings import LABEL_JOB, LABEL_ROLE, LABEL_RULE, LABEL_RUN
+from sdlocal.launcher.runtime.docker_handle import DockerHandle, docker_errors
+from sdlocal.launcher.settings import LABEL_HOST, LABEL_JOB, LABEL_ROLE, LABEL_RULE, LABEL_RUN
 
 GATEWAY_ALIAS = "sdlocal-s3"
 ZERO_CODE_DIR = "/opt/sdlocal-zero-code"  # hook/zero_code/, mounted for a container command
@@ -61,107 +69,6 @@ _HARDENING: dict[str, Any] = {
 }
 _NOBODY = "65534:65534"
 _AWS_ENV = ("AWS_ACCESS_KEY_ID", "AWS_SECRET_ACCESS_KEY", "AWS_SESSION_TOKEN", "AWS_DEFAULT_REGION", "AWS_REGION")
-
-
-def _docker_errors() -> tuple[type[BaseException], ...]:
-    import docker.errors
-    import requests.exceptions
-
-    return (docker.errors.DockerException, requests.exceptions.RequestException)
-
-
-class DockerHandle(Handle):
-    """A started container: a thread waits for its exit, another copies its output to `log_path`."""
-
-    in_container = True
-
-    def __init__(self, name: str, log_path: Path, container: Any, labels: dict[str, str]) -> None:
-        super().__init__(name, log_path, labels)
-        self.container = container
-        self._exit: int | None = None
-        self._exit_info: ExitInfo | None = None
-        self._done = threading.Event()
-        self._closing = threading.Event()
-        log_path.parent.mkdir(parents=True, exist_ok=True)
-        self._log_thread = threading.Thread(target=self._copy_logs, name=f"logs {name}", daemon=True)
-        self._wait_thread = threading.Thread(target=self._wait, name=f"wait {name}", daemon=True)
-        self._log_thread.start()
-        self._wait_thread.start()
-
-    def _copy_logs(self) -> None:
-        with open(self.log_path, "ab") as log, contextlib.suppress(*_docker_errors()):
-            for chunk in self.container.logs(stream=True, follow=True):
-                log.write(chunk)
-                log.flush()
-
-    def _wait(self) -> None:
-        import docker.errors
-        import requests.exceptions
-
-        code = 137
-        while not self._closing.is_set():
-            try:
-                code = int(self.container.wait(timeout=60)["StatusCode"])
-                break
-            except requests.exceptions.ReadTimeout:
-                continue  # the engine's wait has no end of its own: ask again
-            except requests.exceptions.ConnectionError:
-                # docker-py reports its own read timeout this way too, but so does a dead engine:
-                # ask again, without spinning while the engine is away
-                self._closing.wait(1.0)
-                continue
-            except docker.errors.NotFound:
-                break  # removed under us (sdlocal stop, docker rm -f): killed
-            except docker.errors.DockerException:
-                break
-        self._log_thread.join(10.0)  # the log file holds the last lines before poll() says "exited"
-        self._exit_info = self._inspect_exit(code)
-        self._exit = code
-        self._done.set()
-
-    def _inspect_exit(self, code: int) -> ExitInfo:
-        """How the container ended: the engine knows whether its memory cgroup killed it."""
-        failures: tuple[type[BaseException], ...] = (*_docker_errors(), ValueError, TypeError, AttributeError)
-        try:
-            self.container.reload()
-            state, host = self.container.attrs.get("State") or {}, self.container.attrs.get("HostConfig") or {}
-            return ExitInfo.of_container(code, bool(state.get("OOMKilled")), int(host.get("Memory") or 0))
-        except failures:  # removed already (sdlocal stop, docker rm -f), or the engine is away
-            return ExitInfo.of_container(code)
-
-    def exit_info(self) -> ExitInfo | None:
-        return self._exit_info if self._done.is_set() else None
-
-    def poll(self) -> int | None:
-        return self._exit
-
-    def container_pid(self) -> int | None:
-        """`State.Pid` of the running container (None once it exited or when the engine cannot say)."""
-        failures: tuple[type[BaseException], ...] = (*_docker_errors(), ValueError, TypeError)
-        try:
-            self.container.reload()
-            pid = int(self.container.attrs.get("State", {}).get("Pid") or 0)
-        except failures:
-            return None
-        return pid or None
-
-    def wait(self, timeout: float) -> int | None:
-        self._done.wait(max(timeout, 0.0))
-        return self._exit
-
-    def stop(self, grace: float) -> int | None:
-        """`docker stop` (SIGTERM, SIGKILL after `grace`); the exit code."""
-        if not self._done.is_set():
-            with contextlib.suppress(*_docker_errors()):
-                self.container.stop(timeout=max(1, math.ceil(grace)))
-            if self.wait(15.0) is None:
-                with contextlib.suppress(*_docker_errors()):
-                    self.container.kill()
-                self.wait(15.0)
-        return self._exit
-
-    def release(self) -> None:
-        self._closing.set()
 
 
 class DockerRuntime(Runtime):
@@ -180,6 +87,7 @@ class DockerRuntime(Runtime):
         training_user: ContainerUser | None = None,
         echo: Callable[[str], None] = print,
         run_id: str | None = None,
+        host_limits: HostLimits | None = None,
     ) -> None:
         self.client = client
         self.training_image = training_image
@@ -189,8 +97,10 @@ class DockerRuntime(Runtime):
         self.training_user = training_user  # None: default_training_user() when training starts
         self.echo = echo
         self.run_id = run_id or uuid.uuid4().hex[:8]
+        self.host_limits = host_limits  # each training container's (None: no limits)
         self.handles: list[DockerHandle] = []
         self._network: Any = None
+        self._isolated_network: Any = None  # EnableNetworkIsolation with several hosts: theirs alone
         self._gateway: Any = None
         self._relay: _relay.ThreadRelay | None = None
         self._gateway_url: str | None = None
@@ -219,7 +129,7 @@ class DockerRuntime(Runtime):
         """The job network and S3 gateway (first call); returns `env` with the endpoint rewritten."""
         with self._lock:
             if self._network is None:
-                failures: tuple[type[BaseException], ...] = (OSError, *_docker_errors())  # the relay's bind, the engine
+                failures: tuple[type[BaseException], ...] = (OSError, *docker_errors())  # the relay's bind, the engine
                 try:
                     self._create_network(job, env.get("AWS_ENDPOINT_URL_S3"))
                 except failures as e:
@@ -275,17 +185,35 @@ class DockerRuntime(Runtime):
         self._gateway_url = endpoint.via(ip)
 
     # -- containers ------------------------------------------------------------------------------
+    def _hosts_network(self, job: str) -> Any:
+        """The network of an isolated job's hosts: internal, no gateway, nothing else on it."""
+        with self._lock:
+            if self._isolated_network is None:
+                try:
+                    self._isolated_network = self.client.networks.create(
+                        container_name("sdlocal", job, "hosts", self.run_id), driver="bridge", internal=True,
+                        labels=self._labels(job, "network"), check_duplicate=True,
+                        options={"com.docker.network.bridge.inhibit_ipv4": "true"})
+                except docker_errors() as e:
+                    raise RuntimeLaunchError(f"cannot start the hosts' network: {' '.join(str(e).split())}") from e
+            return self._isolated_network
+
     def _run(self, name: str, log_path: Path, labels: dict[str, str], *, isolated: bool = False,
-             **kwargs: Any) -> DockerHandle:
-        """A container on the job network (`isolated`: on no network at all)."""
-        network = {"network_mode": "none"} if isolated else {"network": self._network.name}
+             aliases: tuple[str, ...] = (), network: Any = None, **kwargs: Any) -> DockerHandle:
+        """A container on the job network (`isolated`: on no network at all; `network`: on that
+        one), known there also by `aliases`."""
+        network = network if network is not None else (None if isolated else self._network)
+        where = {"network_mode": "none"} if network is None else {"network": network.name}
         try:
             container = self.client.containers.create(
                 name=container_name("sdlocal", labels[LABEL_JOB], *name.split(), self.run_id),
-                labels=labels, init=True, **network, **kwargs,
+                labels=labels, init=True, **where, **kwargs,
             )
+            if aliases and network is not None:  # its host name, for the other hosts
+                network.disconnect(container)
+                network.connect(container, aliases=list(aliases))
             container.start()
-        except _docker_errors() as e:
+        except docker_errors() as e:
             raise RuntimeLaunchError(f"cannot start {name}: {' '.join(str(e).split())}") from e
         handle = DockerHandle(name, log_path, container, labels)
         self.handles.append(handle)
@@ -293,9 +221,15 @@ class DockerRuntime(Runtime):
 
     def start_training(self, launch: TrainingLaunch) -> DockerHandle:
         # the SM_* variables name the container's /opt/ml; no GPU is passed to the container
-        env = launch.container_env(OPT_ML, CODE_DIR, num_gpus=0)
+        several = len(launch.hosts) > 1
+        rendezvous = Rendezvous(launch.toolkit_env().master_host) if several else None
+        cpus = self.host_limits.cpus if self.host_limits is not None else None
+        env = launch.container_env(OPT_ML, CODE_DIR, num_gpus=0, rendezvous=rendezvous,
+                                   num_cpus=math.ceil(cpus) if cpus is not None else None)
+        hosts_network = None
         if launch.network_isolation:  # no network, hence no S3 endpoint or credentials either
             env = {k: v for k, v in env.items() if not k.startswith("AWS_")}
+            hosts_network = self._hosts_network(launch.job_name) if several else None
         else:
             env = self._ensure_network(launch.job_name, env)
         image, note = training_image(launch.image, self.training_image, self.image_exists)
@@ -308,7 +242,7 @@ class DockerRuntime(Runtime):
         user = self.training_user or training_user(None)
         self._give_folders(user, mounts, launch)
         env = {**map_env(env, mounts), "HOME": "/tmp", "USER": "sdlocal" if not user.is_root else "root"}
-        argv = launch.argv("python")
+        argv = launch.argv("python", rendezvous)
         volumes = dict(m.to_volume() for m in mounts)
         extra: dict[str, Any] = {}
         if launch.command is not None:
@@ -319,10 +253,15 @@ class DockerRuntime(Runtime):
             extra["tmpfs"] = {f"{OPT_ML}/input": "rw,exec,mode=1777,size=64m"}
             volumes[str(site_dir())] = {"bind": ZERO_CODE_DIR, "mode": "ro"}
             env["PYTHONPATH"] = ":".join(filter(None, [ZERO_CODE_DIR, env.get("PYTHONPATH")]))
+        name = f"training {launch.job_name}" + (f" {launch.host}" if several else "")
+        labels = self._labels(launch.job_name, "training", **({LABEL_HOST: launch.host} if several else {}))
+        limits = self.host_limits.to_docker_kwargs() if self.host_limits is not None else {}
         return self._run(
-            f"training {launch.job_name}", launch.log_path, self._labels(launch.job_name, "training"),
-            isolated=launch.network_isolation, image=image, entrypoint=argv[:1], command=argv[1:], environment=env,
-            working_dir="/opt/ml/code", user=user.to_docker(), volumes=volumes, shm_size="1g", **extra,
+            name, launch.log_path, labels, isolated=launch.network_isolation, network=hosts_network,
+            aliases=(launch.host,) if launch.distributed else (), image=image, entrypoint=argv[:1],
+            command=argv[1:], environment=env, working_dir="/opt/ml/code", user=user.to_docker(),
+            volumes=volumes, shm_size="1g",
+            **({"hostname": launch.host} if launch.distributed else {}), **limits, **extra,
         )
 
     @staticmethod
@@ -340,6 +279,11 @@ class DockerRuntime(Runtime):
         except OSError as e:
             raise RuntimeLaunchError(f"cannot give the job's output folders to the training container's user "
                                      f"(uid {user.uid}): {e}; or run it as root with --training-user root") from e
+
+    def start_mpi(self, launches: Sequence[TrainingLaunch]) -> DockerHandle:
+        from sdlocal.launcher.runtime.mpi import DOCKER_NO_MPI
+
+        raise RuntimeLaunchError(DOCKER_NO_MPI)
 
     def start_rule(self, launch: RuleLaunch, **override: Any) -> DockerHandle:
         """The evaluator container (`override`: container options replaced, e.g. by tests)."""

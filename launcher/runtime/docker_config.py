@@ -89,6 +89,30 @@ class RuleLimits:
                 "nano_cpus": int(self.cpus * 1e9), "pids_limit": self.pids}
 
 
+@dataclass(frozen=True)
+class HostLimits:
+    """`--host-cpus` / `--host-memory`: the limits of each training container (one per host), so
+    several hosts fit on one machine; None: no limit (as a single training container has)."""
+
+    memory_bytes: int | None = None
+    cpus: float | None = None
+
+    @classmethod
+    def from_flags(cls, memory: str | None = None, cpus: str | None = None) -> HostLimits | None:
+        if memory is None and cpus is None:
+            return None
+        return cls(parse_memory(memory, "--host-memory") if memory is not None else None,
+                   parse_cpus(cpus, "--host-cpus") if cpus is not None else None)
+
+    def to_docker_kwargs(self) -> dict[str, Any]:
+        out: dict[str, Any] = {}
+        if self.memory_bytes is not None:
+            out.update(mem_limit=self.memory_bytes, memswap_limit=self.memory_bytes)
+        if self.cpus is not None:
+            out["nano_cpus"] = int(self.cpus * 1e9)
+        return out
+
+
 def host_resources() -> tuple[float, int]:
     """(CPUs, bytes of memory) of this host: the most an instance type's limits may ask."""
     return float(os.cpu_count() or 1), os.sysconf("SC_PAGE_SIZE") * os.sysconf("SC_PHYS_PAGES")

@@ -202,21 +202,23 @@ def make_sampler(
 
 
 def start_sampler(factory: Callable[..., SystemSampler], training: Handle, folder: Path, interval_ms: int,
-                  profiler_output: str, echo: Callable[[str], None]) -> SystemSampler | None:
+                  profiler_output: str, echo: Callable[[str], None], node_id: str | None = None) -> SystemSampler | None:
     """The system sampler of a started training (the host's figures under the process runtime, its
-    container's under docker), started; None (said) where it cannot sample."""
+    container's under docker), started; None (said) where it cannot sample. `node_id`: the
+    NodeId its files carry (default algo-1)."""
     pid = training.container_pid()
+    node = f" ({node_id})" if node_id else ""
     if training.in_container and pid is None:
-        echo("System metrics: not sampled (the training container is not running)")
+        echo(f"System metrics{node}: not sampled (the training container is not running)")
         return None
     try:
         # a container gets no GPU from the docker runtime: none of the host's GPUs is its own
         sampler = factory(folder, interval_ms, container_pid=pid, gpu_indices=() if training.in_container else None,
-                          close_interval_s=LIVE_CLOSE_INTERVAL_S)
+                          close_interval_s=LIVE_CLOSE_INTERVAL_S, **({"node_id": node_id} if node_id else {}))
     except CollectorUnavailable as e:
-        echo(f"System metrics: not sampled ({one_line(e)})")
+        echo(f"System metrics{node}: not sampled ({one_line(e)})")
         return None
     sampler.start()
     what = "the training container" if training.in_container else "this host"
-    echo(f"System metrics of {what} every {interval_ms} ms: {profiler_output}/system/")
+    echo(f"System metrics of {what}{node} every {interval_ms} ms: {profiler_output}/system/")
     return sampler

@@ -16,6 +16,8 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--port", type=int, required=True)
     parser.add_argument("--runtime", default="auto")
     parser.add_argument("--ready-file", type=Path, required=True)
+    parser.add_argument("--host-cpus")
+    parser.add_argument("--host-memory")
     args = parser.parse_args(argv)
 
     def echo(line: str) -> None:
@@ -24,7 +26,8 @@ def main(argv: list[str] | None = None) -> int:
     stop = threading.Event()
     with stop_on_signals(stop):
         stuck = serve_foreground(sdlocal_home(), port=args.port, runtime=args.runtime, echo=echo, stop=stop,
-                                 ready=lambda url: args.ready_file.write_text(url))
+                                 ready=lambda url: args.ready_file.write_text(url), host_cpus=args.host_cpus,
+                                 host_memory=args.host_memory)
     if stuck:
         print(f"jobs still running at exit: {', '.join(stuck)}", file=sys.stderr)
         return 1

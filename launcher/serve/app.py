@@ -15,6 +15,7 @@ from typing import Any
 
 from sdlocal.launcher.job.model import RunOptions
 from sdlocal.launcher.job.run import run_job
+from sdlocal.launcher.runtime.docker_config import HostLimits
 from sdlocal.launcher.s3.endpoint import DEFAULT_BUCKET, DUMMY_CREDENTIALS, REGION, S3Endpoint, ensure_bucket
 from sdlocal.launcher.serve import iam
 from sdlocal.launcher.serve.api import ApiError, SageMakerApi
@@ -79,10 +80,12 @@ class ServeServer:
     """The endpoint on `host:port` (0: a free port), its jobs and their clean end."""
 
     def __init__(self, home: Path, *, host: str = "127.0.0.1", port: int = 0, runtime: str = "auto",
-                 options: RunOptions | None = None, echo: Callable[[str], None] = print) -> None:
+                 options: RunOptions | None = None, echo: Callable[[str], None] = print,
+                 host_limits: HostLimits | None = None) -> None:
         self.home = home
         self.host = host
         self.runtime_kind = runtime
+        self.host_limits = host_limits  # --host-cpus/--host-memory of every job (docker)
         self.options = options or RunOptions()
         self.echo = echo
         self._lock = threading.Lock()
@@ -129,6 +132,9 @@ class ServeServer:
 
     # -- jobs --------------------------------------------------------------------------------------
     def _create_job(self, request: Mapping[str, Any], spec: JobSpec) -> ServedJob:
+        from sdlocal.launcher.runtime.selection import check_distribution
+
+        check_distribution(spec.distribution.kind, self.runtime_kind)  # the SDK's ValidationException
         job_dir = job_folder(self.home, spec.job_name)
         return ServedJob(request, spec, job_dir=job_dir, endpoint=self.endpoint, run=self._run_job,
                          logs=self.client("logs"), region=REGION, cloudwatch=self.client("cloudwatch"),
@@ -148,7 +154,8 @@ class ServeServer:
             echo(f"Warning: {warning}")
         rules = spec.debug_rules + spec.profiler_rules
         runtime = select_runtime(self.runtime_kind, rule_images=[r.image for r in rules],
-                                 training_image=spec.training_image, echo=echo)
+                                 training_image=spec.training_image, echo=echo, host_limits=self.host_limits,
+                                 distribution=spec.distribution.kind)
         # the path `sdlocal run` takes: registered in SDLOCAL_HOME (`sdlocal stop`, `logs`, `summary`
         # find it), its stop file watched, the runtime closed at the end
         result = run_job(spec, job_dir=job.job_dir, endpoint=self.endpoint, runtime=runtime, options=self.options,

@@ -73,14 +73,17 @@ def read_state(home: Path) -> ServeState | None:
 
 
 def serve_foreground(home: Path, *, port: int, runtime: str, echo: Callable[[str], None],
-                     ready: Callable[[str], None], stop: threading.Event | None = None) -> list[str]:
+                     ready: Callable[[str], None], stop: threading.Event | None = None,
+                     host_cpus: str | None = None, host_memory: str | None = None) -> list[str]:
     """Run until `stop` (SIGINT/SIGTERM set it); `ready(url)` once it answers. Returns the jobs that
-    did not end in time when stopping."""
+    did not end in time when stopping. `host_cpus`/`host_memory`: every job's --host-cpus/--host-memory."""
+    from sdlocal.launcher.runtime.docker_config import HostLimits
     from sdlocal.launcher.serve.app import ServeServer
 
     stop = stop or threading.Event()
+    host_limits = HostLimits.from_flags(host_memory, host_cpus)
     try:
-        server = ServeServer(home, port=port, runtime=runtime, echo=echo)
+        server = ServeServer(home, port=port, runtime=runtime, echo=echo, host_limits=host_limits)
     except OSError as e:
         raise ServeError(f"cannot listen on 127.0.0.1:{port}: {e.strerror or e} (choose another --port)") from e
     server.start()
@@ -95,8 +98,12 @@ def serve_foreground(home: Path, *, port: int, runtime: str, echo: Callable[[str
     return stuck
 
 
-def start_background(home: Path, *, port: int, runtime: str, timeout: float = 60.0) -> ServeState:
+def start_background(home: Path, *, port: int, runtime: str, timeout: float = 60.0,
+                     host_cpus: str | None = None, host_memory: str | None = None) -> ServeState:
     """Start `python -m sdlocal.launcher.serve` detached; its output goes to `$SDLOCAL_HOME/serve.log`."""
+    from sdlocal.launcher.runtime.docker_config import HostLimits
+
+    HostLimits.from_flags(host_memory, host_cpus)  # a bad value is said here, not in the log
     running = read_state(home)
     if running is not None and pid_alive(running.pid):
         raise ServeError(f"sdlocal serve already runs at {running.url} (pid {running.pid}); "
@@ -107,8 +114,9 @@ def start_background(home: Path, *, port: int, runtime: str, timeout: float = 60
     ready_file.unlink(missing_ok=True)
     env = {**os.environ, "SDLOCAL_HOME": str(home)}
     with open(log, "ab") as out:
+        limits = [*(["--host-cpus", host_cpus] if host_cpus else []), *(["--host-memory", host_memory] if host_memory else [])]
         proc = subprocess.Popen([sys.executable, "-m", "sdlocal.launcher.serve", "--port", str(port), "--runtime", runtime,
-                                 "--ready-file", str(ready_file)], stdin=subprocess.DEVNULL, stdout=out,
+                                 "--ready-file", str(ready_file), *limits], stdin=subprocess.DEVNULL, stdout=out,
                                 stderr=out, start_new_session=True, env=env, cwd=str(home))
 
     def started() -> str | None:

@@ -15,7 +15,7 @@ from sdlocal.launcher.job.metrics import MetricRecorder
 from sdlocal.launcher.job.model import RunOptions
 from sdlocal.launcher.jobdir.folder import JobDir
 from sdlocal.launcher.s3.endpoint import S3Endpoint
-from sdlocal.launcher.serve.logs import LogPump
+from sdlocal.launcher.serve.logs import HostLogPumps
 from sdlocal.launcher.spec.model import JobSpec
 from sdlocal.launcher.statuses.summary import RuleRef, api_rule_status, rule_job_summary
 from sdlocal.trial.storage import open_storage
@@ -80,8 +80,9 @@ class ServedJob:
                                                          self.created)]
         # the metrics of the log's lines as they are sent (FinalMetricDataList, CloudWatch's metrics)
         self.metrics = MetricRecorder(spec.job_name, spec.metric_definitions, cloudwatch, on_error=on_log_error)
-        self.pump = LogPump(logs, spec.job_name, job_dir.logs / "training.log", clock=clock, on_error=on_log_error,
-                            on_lines=self.metrics.lines if spec.metric_definitions else None)
+        self.pump = HostLogPumps(logs, spec.job_name, {host: job_dir.training_log(host) for host in spec.hosts},
+                                 clock=clock, on_error=on_log_error,
+                                 on_lines=self.metrics.lines if spec.metric_definitions else None)
         self._run = run
         self._lock = threading.Lock()
         self._thread = threading.Thread(target=self._main, name=f"job-{spec.job_name}", daemon=True)

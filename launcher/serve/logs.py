@@ -1,6 +1,8 @@
 """The training log into CloudWatch Logs (moto's, behind the same endpoint), where the SDK's
 `fit(logs=...)` reads it: group `/aws/sagemaker/TrainingJobs`, stream `<job>/algo-1-<epoch>`,
-one event per line, as SageMaker's agent sends a training container's output.
+one event per line, as SageMaker's agent sends a training container's output. A job of several
+hosts has one stream per host (`<job>/algo-2-<epoch>`, from its own log: `HostLogPumps`); the SDK's
+`logs_for_job` waits for as many streams as the job has instances and shows them all.
 
 Nothing is lost: every line is sent, in order. CloudWatch refuses an empty message (botocore
 before sending: the whole call fails), so a blank line is sent as a single space (the SDK's
@@ -124,11 +126,11 @@ class LogPump:
 
     def __init__(self, logs: Any, job_name: str, path: Path, *, interval: float = 0.5,
                  clock: Callable[[], float] = time.time, on_error: Callable[[str], None] = lambda message: None,
-                 max_event_bytes: int = MAX_EVENT_BYTES,
+                 max_event_bytes: int = MAX_EVENT_BYTES, host: str = "algo-1",
                  on_lines: Callable[[list[str], float], None] | None = None) -> None:
         self.logs = logs
         self.path = path
-        self.stream = f"{job_name}/algo-1-{int(clock())}"
+        self.stream = f"{job_name}/{host}-{int(clock())}"
         self.interval = interval
         self.clock = clock
         self.on_error = on_error
@@ -220,3 +222,23 @@ class LogPump:
                 self.on_lines(["".join(line.messages) for line in done], now / 1000)
         self._failing = False
         return sent
+
+
+class HostLogPumps:
+    """One `LogPump` per host of a job (`paths`: host -> its training log, the first host's first),
+    started and finished together."""
+
+    def __init__(self, logs: Any, job_name: str, paths: dict[str, Path], *,
+                 on_lines: Callable[[list[str], float], None] | None = None, **kwargs: Any) -> None:
+        # the metrics (`on_lines`) are the first host's log's, as SageMaker's come from algo-1's
+        first = next(iter(paths))
+        self.pumps = [LogPump(logs, job_name, path, host=host, on_lines=on_lines if host == first else None, **kwargs)
+                      for host, path in paths.items()]
+
+    def start(self) -> None:
+        for pump in self.pumps:
+            pump.start()
+
+    def finish(self, timeout: float = 10.0) -> None:
+        for pump in self.pumps:
+            pump.finish(timeout)

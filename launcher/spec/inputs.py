@@ -128,7 +128,7 @@ def _data_source(raw: Any, where: str, base_dir: Path, ignored: list[str]) -> tu
     if data_type != "S3Prefix":
         raise SpecError(f"{field}.S3DataType", f"{data_type} is not supported by sdlocal; use S3Prefix")
     distribution = _enum(s3.get("S3DataDistributionType", "FullyReplicated"), _DISTRIBUTIONS,
-                         f"{field}.S3DataDistributionType")  # one host: ShardedByS3Key gets everything too
+                         f"{field}.S3DataDistributionType")  # ShardedByS3Key: each host its share
     uri = s3.get("S3Uri")
     if isinstance(uri, str) and uri.startswith("file://"):
         return _local_path(uri, f"{field}.S3Uri", base_dir), distribution
@@ -165,13 +165,26 @@ def parse_environment(raw: Any) -> dict[str, str]:
     return out
 
 
-def parse_instance_type(resource_config: Mapping[str, Any], warnings: list[str]) -> str:
-    """ResourceConfig.InstanceType (what resourceconfig.json reports), else "local" as in SDK local mode."""
+MAX_INSTANCE_COUNT = 16  # hosts sdlocal starts on one machine (SageMaker's own limit is per account)
+
+
+def parse_instance_count(resource_config: Mapping[str, Any]) -> int:
+    """ResourceConfig.InstanceCount: the hosts algo-1..algo-N the job runs on (0 is read as 1, as
+    a request without the field)."""
     count = resource_config.get("InstanceCount", 1)
     if isinstance(count, bool) or not isinstance(count, int) or count < 0:
         raise SpecError("ResourceConfig.InstanceCount", f"must be an integer >= 0, got {count!r}")
-    if count > 1:
-        warnings.append(f"ResourceConfig.InstanceCount is {count}: sdlocal runs one host (algo-1)")
+    if count > MAX_INSTANCE_COUNT:
+        raise SpecError("ResourceConfig.InstanceCount", f"{count} hosts on one machine: sdlocal runs at most "
+                                                        f"{MAX_INSTANCE_COUNT}")
+    if resource_config.get("InstanceGroups"):
+        raise SpecError("ResourceConfig.InstanceGroups", "heterogeneous clusters are not supported by sdlocal: "
+                                                         "use InstanceType and InstanceCount")
+    return max(count, 1)
+
+
+def parse_instance_type(resource_config: Mapping[str, Any]) -> str:
+    """ResourceConfig.InstanceType (what resourceconfig.json reports), else "local" as in SDK local mode."""
     instance_type = resource_config.get("InstanceType")
     if instance_type is None or instance_type in ("local", "local_gpu"):  # the SDK's local mode says local
         return "local"

@@ -15,11 +15,12 @@ from pathlib import Path
 from typing import Any
 
 from sdlocal.evaluator.rule import RuleKind
-from sdlocal.launcher.jobdir.training_env import TrainingEnvironment
+from sdlocal.launcher.jobdir.training_env import HOST, TrainingEnvironment, host_names
 from sdlocal.launcher.spec.algorithm import BuiltinAlgorithm, ContainerCommand, MetricDefinition
 from sdlocal.launcher.spec.collection_configs import (
     CollectionConfig,
 )
+from sdlocal.launcher.spec.distribution import Distribution
 from sdlocal.launcher.spec.inputs import (
     Channel,
 )
@@ -118,6 +119,8 @@ class JobSpec:
     channels: tuple[Channel, ...] = ()
     environment: Mapping[str, str] = field(default_factory=dict)  # the request's Environment
     instance_type: str = "local"
+    instance_count: int = 1  # ResourceConfig.InstanceCount: the hosts algo-1..algo-N
+    distribution: Distribution = field(default_factory=Distribution)  # how each host launches its processes
     source_s3_uri: str | None = None  # an s3:// sourcedir.tar.gz, unpacked into the job's code folder
     model_output: str = ""  # <OutputDataConfig.S3OutputPath or the job's output base>/<job>/output
     stopping: StoppingCondition = field(default_factory=StoppingCondition)
@@ -139,9 +142,19 @@ class JobSpec:
         """Where /opt/ml/model is published: SageMaker's `<S3OutputPath>/<job>/output/model.tar.gz`."""
         return f"{self.model_output}/model.tar.gz"
 
-    def training_environment(self) -> TrainingEnvironment:
+    @property
+    def hosts(self) -> tuple[str, ...]:
+        """algo-1 .. algo-N, as SageMaker names a job's hosts."""
+        return host_names(self.instance_count)
+
+    @property
+    def multi_host(self) -> bool:
+        return self.instance_count > 1
+
+    def training_environment(self, host: str = HOST) -> TrainingEnvironment:
+        """What the training toolkit tells the script on `host`."""
         return TrainingEnvironment(self.job_name, self.entry_point, tuple(self.request_hyperparameters.items()),
-                                   self.channels, self.instance_type)
+                                   self.channels, self.instance_type, hosts=self.hosts, current_host=host)
 
     def input_uris(self) -> tuple[str, ...]:
         """The S3 objects or prefixes this job reads: the source tarball, S3 channels, custom rule files."""

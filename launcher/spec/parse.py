@@ -22,10 +22,12 @@ from sdlocal.launcher.spec.collection_configs import (
     merge_collections,
     rule_default_collections,
 )
+from sdlocal.launcher.spec.distribution import parse_distribution
 from sdlocal.launcher.spec.hook_params import check_hook_parameters
 from sdlocal.launcher.spec.inputs import (
     parse_channels,
     parse_environment,
+    parse_instance_count,
     parse_instance_type,
     parse_source_dir,
 )
@@ -126,7 +128,9 @@ def parse_request(
     code_given = req.get("SourceDir") is not None or sdk_submit_dir is not None
     resources = as_mapping(req.get("ResourceConfig"), "ResourceConfig")
     ignored += [f"ResourceConfig.{k}" for k in resources if k not in ("InstanceType", "InstanceCount")]
-    instance_type = parse_instance_type(resources, warnings)
+    instance_type = parse_instance_type(resources)
+    instance_count = parse_instance_count(resources)
+    distribution = parse_distribution(raw_hp)
     hook_req = as_mapping(req.get("DebugHookConfig"), "DebugHookConfig")
     ignored += [f"DebugHookConfig.{k}" for k in hook_req if k not in _HOOK_FIELDS]
     out_base = s3_base(_or(hook_req.get("S3OutputPath"), default_output), "DebugHookConfig.S3OutputPath")
@@ -166,7 +170,8 @@ def parse_request(
         training_image=algo.get("TrainingImage"), job_output=job_output,
         ignored_fields=tuple(dict.fromkeys(ignored)), warnings=tuple(warnings),
         request_hyperparameters=raw_hp, channels=channels, environment=parse_environment(req.get("Environment")),
-        instance_type=instance_type, source_s3_uri=source_uri,
+        instance_type=instance_type, instance_count=instance_count, distribution=distribution,
+        source_s3_uri=source_uri,
         model_output=f"{model_base}/{job}/output",
         stopping=parse_stopping_condition(req.get("StoppingCondition")), containers=parse_container_settings(req),
         algorithm=algorithm, command=command, metric_definitions=metric_definitions,

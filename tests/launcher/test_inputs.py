@@ -102,7 +102,8 @@ def test_resource_config_and_output_data_config(src: Path) -> None:
                  DebugHookConfig={"S3OutputPath": "s3://debug/x"}, TrainingJobName="j1")
     assert spec.instance_type == "ml.g5.xlarge"
     assert spec.training_environment().resource_config()["current_instance_type"] == "ml.g5.xlarge"
-    assert any("InstanceCount is 2: sdlocal runs one host" in w for w in spec.warnings)
+    assert spec.instance_count == 2 and spec.hosts == ("algo-1", "algo-2") and not spec.warnings
+    assert spec.training_environment("algo-2").resource_config()["current_host"] == "algo-2"
     assert "ResourceConfig.VolumeSizeInGB" in spec.ignored_fields and "OutputDataConfig.KmsKeyId" in spec.ignored_fields
     assert spec.model_artifacts == "s3://models/out/j1/output/model.tar.gz"  # SageMaker's layout
     assert spec.job_output == "s3://debug/x/j1"

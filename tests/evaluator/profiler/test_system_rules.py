@@ -219,3 +219,31 @@ def test_overall_system_usage_reports_and_never_fires(tmp_path: Path) -> None:
     assert d["gpu0"] == {"p50": 50.0, "p95": 95.0, "p99": 99.0, "min": 0.0, "max": 100.0}
     assert d["gpu0_memory"]["p50"] == 10.0 and d["memory"]["max"] == 40.0 and d["io_wait"]["max"] == 0.0
     assert rule.report["RuleTriggered"] == 0 and rule.report["Datapoints"] == 101 * 7
+
+
+# ---- a distributed job: every node's GPUs ---------------------------------------------------------
+def test_gpu_rules_judge_every_node_of_a_distributed_job(tmp_path: Path) -> None:
+    """Two hosts' samplers (NodeId algo-1, algo-2) write beside each other, as a distributed job's
+    hosts do: algo-1's GPUs share the work, algo-2's second GPU is starved."""
+    from sdlocal.trial.profiler import SystemMetricsWriter
+    from tests.evaluator.profiler._streams import T0_S
+
+    rng = np.random.default_rng(11)
+    writers = {node: SystemMetricsWriter(tmp_path, node, close_interval_s=1) for node in ("algo-1", "algo-2")}
+    for i in range(150):
+        writers["algo-1"].write(machine(gpus=[(noisy(rng, 85), 50), (noisy(rng, 85), 50)]), timestamp=T0_S + i / 2)
+        writers["algo-2"].write(machine(gpus=[(noisy(rng, 85), 50), (noisy(rng, 15), 50)]), timestamp=T0_S + i / 2)
+    for writer in writers.values():
+        writer.close()
+        writer.write_end_marker()
+    balance = LoadBalancing(finished_trial(tmp_path))
+    assert judge_all(balance) is Verdict.CONDITION_MET
+    distances = balance.report["Details"]["distances"]
+    assert sorted(balance.report["Details"]["workloads"]) == ["algo-1/gpu0", "algo-1/gpu1", "algo-2/gpu0",
+                                                              "algo-2/gpu1"]
+    assert distances["algo-1/gpu0"]["algo-1/gpu1"] < 0.5 and distances["algo-2/gpu0"]["algo-2/gpu1"] > 0.7
+    low = LowGPUUtilization(finished_trial(tmp_path), patience="20", window="40")
+    assert judge_all(low) is Verdict.CONDITION_MET
+    details = low.report["Details"]
+    assert details["algo-2"]["gpu1"]["underutilized"] > 0 and details["algo-2"]["gpu0"]["underutilized"] == 0
+    assert all(d["underutilized"] == 0 and d["fluctuating"] == 0 for d in details["algo-1"].values())

@@ -27,7 +27,7 @@ import numpy as np
 from sdlocal.trial._decode import read_value
 from sdlocal.trial._index import IndexState, Location, parse_index_key
 from sdlocal.trial.collection import CollectionsFile
-from sdlocal.trial.errors import MissingCollectionFiles, MissingEventsFile, StorageError, TensorUnavailable
+from sdlocal.trial.errors import MissingCollectionFiles, MissingEventsFile, TensorUnavailable
 from sdlocal.trial.modes import ModeKeys, to_mode
 from sdlocal.trial.mutable_collection import MutableCollection
 from sdlocal.trial.steps import StepState, step_state, wait_for_steps, within_wait_window
@@ -42,7 +42,6 @@ STEP_WAIT_TIMEOUT_S = 86400.0
 # smdebug's setting: at most this many saved steps wait for a worker that stays behind (below).
 INCOMPLETE_STEP_WAIT_WINDOW_KEY = "SMDEBUG_INCOMPLETE_STEP_WAIT_WINDOW"
 INCOMPLETE_STEP_WAIT_WINDOW_DEFAULT = 1000
-_EVENTS_KEY = re.compile(r"(?:^|/)events/\d+/(\d+)_[^/]+\.tfevents$")
 VANISHED_POLL_S = 0.5  # how often a vanished events file is looked for
 
 ModeArg = Any  # ModeKeys, a foreign Enum named like one (the real smdebug's modes), int, str or None
@@ -423,34 +422,28 @@ class Trial:
         return MissingEventsFile(where, tname, step, mode)
 
     def read_record(self, loc: Location) -> np.ndarray:
-        """The value stored at `loc`: a ranged read, checked framing, decoded (trial/_decode.py)."""
+        """The value stored at `loc`: a ranged read, checked framing, decoded (trial/_decode.py). An
+        events file the index names and that is not there: on a storage that rides out outages (S3),
+        waited for (an endpoint that restarted empty gets the job's files again, its index files
+        may come back before their events files); elsewhere, or past that wait, missing for good."""
         try:
             return read_value(self.storage, loc.key, loc.start, loc.length)
         except FileNotFoundError:
-            if not self._vanished(loc.key):
-                raise  # really missing: the step is "not evaluated" (TensorUnavailableForStep)
+            if self.storage.outage_wait_s <= 0:
+                raise  # the tensor raises MissingEventsFile naming it
             self._await_key(loc.key)
             return read_value(self.storage, loc.key, loc.start, loc.length)
 
-    def _vanished(self, events_key: str) -> bool:
-        """An events file is uploaded before the index file that names it: when neither is there
-        now, the storage lost both (an S3 endpoint that restarted empty), not the writer."""
-        m = _EVENTS_KEY.search(events_key)
-        if m is None or self.storage.outage_wait_s <= 0:
-            return False
-        return not any(self.storage.exists(k) for k in self._index.keys_by_step.get(int(m.group(1)), ()))
-
     def _await_key(self, key: str) -> None:
-        """Wait (the storage's outage wait, 120 s on S3) for a vanished events file to be uploaded
-        again; after that, StorageError: a value that is gone is an error, not a skipped step."""
+        """Wait (the storage's outage wait, 120 s on S3) for a missing events file to be uploaded
+        (again); after that, FileNotFoundError: the file is missing for good (MissingEventsFile)."""
         wait_s = self.storage.outage_wait_s
         deadline = time.monotonic() + wait_s
-        logger.warning("%s/%s vanished with its index file (S3 restarted empty?): waiting up to %g s for it",
-                       self.storage.uri, key, wait_s)
+        logger.warning("%s/%s is named by the trial's index but is not there (S3 restarted empty?): "
+                       "waiting up to %g s for it", self.storage.uri, key, wait_s)
         while not self.storage.exists(key):
             if time.monotonic() >= deadline:
-                raise StorageError(f"{self.storage.uri}/{key} vanished from storage and did not come back "
-                                   f"within {wait_s:g} s")
+                raise FileNotFoundError(key)
             time.sleep(VANISHED_POLL_S)
 
 

@@ -91,10 +91,11 @@ class S3Endpoint:
     def check_answers(self, timeout_s: float = FIRST_CONTACT_S, *,
                       clock: Callable[[], float] = time.monotonic,
                       sleep: Callable[[float], None] = time.sleep) -> None:
-        """First contact: S3EndpointError within `timeout_s` seconds when the endpoint does not
-        answer at all. Any answer counts (an access error too: the endpoint is there); only
-        connection failures and timeouts do not."""
-        from botocore.exceptions import ClientError, ConnectionError, HTTPClientError
+        """First contact: S3EndpointError within `timeout_s` seconds when nothing answers at the
+        endpoint (connection refused, no route, no connection within the deadline). Any answer
+        counts (an access error too: the endpoint is there), and so does a connection it accepted but
+        answers slowly (a LocalStack still starting): that is an outage, which the calls ride out."""
+        from botocore.exceptions import ClientError, ConnectionError, HTTPClientError, ReadTimeoutError
 
         client = self.client(connect_timeout=min(2.0, timeout_s), read_timeout=timeout_s)
         deadline = clock() + timeout_s
@@ -102,8 +103,8 @@ class S3Endpoint:
             try:
                 client.list_buckets()
                 return
-            except ClientError:
-                return  # it answered (AccessDenied, ...): what it thinks of us is the calls' business
+            except (ClientError, ReadTimeoutError):
+                return  # it answered (AccessDenied, ...), or took the connection: the calls go on from here
             except (ConnectionError, HTTPClientError) as e:
                 if clock() >= deadline:
                     where = self.url or "Amazon S3"

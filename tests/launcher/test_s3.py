@@ -215,3 +215,42 @@ def _alive(pid: int) -> bool:
 @pytest.fixture(autouse=True)
 def _no_endpoint_env(monkeypatch: pytest.MonkeyPatch) -> None:
     monkeypatch.delenv("AWS_ENDPOINT_URL_S3", raising=False)
+
+
+def test_first_contact_refuses_only_an_endpoint_where_nothing_answers() -> None:
+    """Nothing listening: refused within the first-contact deadline. A connection accepted but not
+    answered (a LocalStack still starting, a frozen server): contact made; the calls' retries ride
+    out what follows."""
+    import socket
+    import threading
+
+    with socket.socket() as s:
+        s.bind(("127.0.0.1", 0))
+        closed_port = s.getsockname()[1]
+    with pytest.raises(S3EndpointError, match=f"S3 endpoint http://127.0.0.1:{closed_port} does not answer"):
+        S3Endpoint(f"http://127.0.0.1:{closed_port}", "flag", dummy_credentials=True).check_answers(1.0)
+
+    silent = socket.socket()
+    silent.bind(("127.0.0.1", 0))
+    silent.listen(8)
+    held: list[socket.socket] = []
+    stop = threading.Event()
+
+    def accept() -> None:
+        silent.settimeout(0.2)
+        while not stop.is_set():
+            try:
+                held.append(silent.accept()[0])
+            except OSError:
+                continue
+
+    thread = threading.Thread(target=accept, daemon=True)
+    thread.start()
+    try:
+        S3Endpoint(f"http://127.0.0.1:{silent.getsockname()[1]}", "flag", dummy_credentials=True).check_answers(1.0)
+    finally:
+        stop.set()
+        thread.join(5)
+        for conn in held:
+            conn.close()
+        silent.close()

@@ -19,10 +19,12 @@ from tests.conftest import REPO_ROOT
 pytest.importorskip("pandas", reason="the 'analysis' extra (pandas, bokeh) is part of the 'test' extra")
 pytest.importorskip("bokeh", reason="the 'analysis' extra (pandas, bokeh) is part of the 'test' extra")
 
-# what the job does: 300 TRAIN steps with an evaluation pass (5 EVAL steps) every 50, and a 3-s
-# pause before step 120 so that the sampler writes several files and a slow step shows
+# what the job does: 300 TRAIN steps with an evaluation pass (5 EVAL steps) every 50, and a 6-s
+# pause before step 120 so that the sampler writes several files and a slow step shows: the pause
+# alone gives a dozen system samples (one per 500 ms) whatever the machine's speed (the 300 steps
+# take 2-3 s on a quiet machine, several times that on a loaded one)
 HYPERPARAMETERS = {"steps": "300", "eval-every": "50", "eval-batches": "5", "stall-at-step": "120",
-                   "stall-seconds": "3"}
+                   "stall-seconds": "6"}
 
 
 @dataclass(frozen=True)

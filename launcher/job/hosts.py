@@ -221,6 +221,7 @@ class HostGroup(Handle):
         self._first_failed: str | None = None
         self._seen_failed: list[str] = []  # in the order their exits were seen
         self._failed: str | None = None  # settled once every host exited
+        self._stopped: set[str] = set()  # the hosts stopped because another failed
         self._stopper: threading.Thread | None = None
         self._lock = threading.Lock()
 
@@ -242,7 +243,15 @@ class HostGroup(Handle):
                 return None
             if self._first_failed is not None and self._failed is None:
                 self._failed = self._root_cause()
-        return codes[self._failed] if self._failed is not None else 0
+        if self._failed is None:
+            return 0
+        code = codes[self._failed]
+        if self._failed in self._stopped and _killed(code):
+            # the failing rank's host was still winding down when another host's failure stopped it:
+            # its own exit is that stop's; the job's is a failed host's own (torchrun: 1), as on SageMaker
+            own = [c for h, c in codes.items() if h not in self._stopped and c not in (None, 0) and not _killed(c)]
+            code = own[0] if own else 1
+        return code
 
     def _root_cause(self) -> str:
         def key(host: str) -> tuple[bool, float, int]:
@@ -255,7 +264,8 @@ class HostGroup(Handle):
         return min(self._seen_failed, key=key)
 
     def _stop_the_others(self) -> None:
-        running = [h for h in self.hosts.values() if h.poll() is None]
+        self._stopped = {host for host, h in self.hosts.items() if h.poll() is None}
+        running = [self.hosts[host] for host in self._stopped]
         self._stopper = threading.Thread(target=_stop_all, args=(running, self.grace), name="stop hosts",
                                          daemon=True)
         self._stopper.start()
@@ -289,6 +299,11 @@ class HostGroup(Handle):
 
     def last_log_lines(self, n: int = 10) -> list[str]:
         return self._failed_handle().last_log_lines(n)
+
+
+def _killed(code: int | None) -> bool:
+    """An exit by SIGTERM or SIGKILL: a process's (negative) or a container's (128 + signal)."""
+    return code is not None and (code < 0 or code in (128 + 15, 128 + 9))
 
 
 @dataclass(frozen=True)

@@ -218,6 +218,20 @@ def test_the_first_host_to_fail_fails_the_group_and_the_others_are_stopped(tmp_p
         "time": "2026-11-26_07:35:34", "host": "localhost", "rank": "3 (local_rank: 1)", "exitcode": "3 (pid: 31238)"}
 
 
+def test_the_failing_ranks_host_stopped_while_winding_down_reports_a_failed_hosts_exit(tmp_path: Path) -> None:
+    """algo-2's rank died; its torchrun still winds down its other worker when algo-1's (peer lost)
+    exits 1 first and the group stops algo-2: the root cause is algo-2's, the exit code is a failed
+    host's own (1, torchrun's), not the SIGTERM the group sent (143): seen in CI as ExitCode -15."""
+    peer_lost = "[rank0]: RuntimeError: Connection closed by peer\n" + ROOT_CAUSE.format(second=35, rank=0, local=0,
+                                                                                        code=1)
+    one = FakeHandle("algo-1", tmp_path / "1.log", 1, 0.0, peer_lost)
+    two = FakeHandle("algo-2", tmp_path / "2.log", 1, 30.0, "rank 3: failing\n" + ROOT_CAUSE.format(
+        second=34, rank=3, local=1, code=3))
+    group = HostGroup([one, two], ["algo-1", "algo-2"], grace=1.0)
+    assert group.wait(10.0) == 1
+    assert two.stopped is not None and group.failed_host == "algo-2"
+
+
 def test_a_group_that_completes_and_one_that_is_stopped(tmp_path: Path) -> None:
     hosts = [FakeHandle(f"algo-{i}", tmp_path / f"{i}.log", 0, 0.1 * i) for i in (1, 2)]
     group = HostGroup(hosts, ["algo-1", "algo-2"], grace=1.0)

@@ -10,13 +10,14 @@ It owns every part a job starts and their cleanup, in one place:
               a job of several hosts: every host's training, uploads and sampler (launcher/job/hosts.py)
     wait      for the training, with its deadline (StoppingCondition.MaxRuntimeInSeconds), a stop (Ctrl-C,
               SIGTERM, `sdlocal stop`) or a rule's StopTraining request; evaluators that die
-              meanwhile get Error at once (`Evaluators.settle`)
+              meanwhile get Error at once, each rule's status change is said (launcher/job/rule_watch.py)
     end       ALWAYS, whatever happened: training stopped if it runs, sampler stopped (its last
               file closed), evaluators stopped when the job was stopped (before the end marker,
               which they would read as the end), final upload, then the end markers
               (debug-output, and profiler-output's system/ and framework/)
     publish   model and output data (or the FailureReason), job.json updated
     rules     wait for the evaluators (RunOptions.rule_finish_timeout_s); Error for those without a status
+              (launcher/job/rule_watch.py)
     close     ALWAYS: evaluators still running stopped with a status, the runtime closed
 
 Every wait goes through launcher/wait.py with a deadline; S3 is reached through trial's Storage
@@ -51,6 +52,7 @@ from sdlocal.launcher.job.model import (
     RunOptions,
 )
 from sdlocal.launcher.job.prepare import claim_job_name, stage_inputs
+from sdlocal.launcher.job.rule_watch import RuleWatch
 from sdlocal.launcher.job.steps_to_judge import few_steps_warnings
 from sdlocal.launcher.job.stop_training import StopTrainingWatcher
 from sdlocal.launcher.jobdir.configs import update_record, write_configs
@@ -68,7 +70,7 @@ from sdlocal.launcher.statuses.keeper import KeptStatus
 from sdlocal.launcher.statuses.summary import RuleRef, rule_job_summary
 from sdlocal.launcher.upload.uploader import Uploader
 from sdlocal.launcher.wait import Deadline, wait_for
-from sdlocal.trial.errors import StorageError, one_line
+from sdlocal.trial.errors import one_line
 from sdlocal.trial.profiler.names import FRAMEWORK_END_MARKER, SYSTEM_END_MARKER
 from sdlocal.trial.storage import Retry, S3Storage, Storage, add_outage_listener, open_storage
 from sdlocal.trial.writer import END_MARKER
@@ -136,9 +138,9 @@ class JobLifecycle:
         self.max_runtime_exceeded_at: str | None = None  # when the training was told to stop (ISO 8601)
         self.training_ended = False  # an outcome is known (else: an error cut the run short)
         self.uploaded_all = False
-        self._next_check = clock()  # of the evaluators (RunOptions.settle_interval_s)
-        self._failed_looks: list[str] = []
-        self._rule_states: dict[str, str] = {}  # the last status said of each rule
+        # evaluators that die get Error at once, status changes said as they happen
+        self.watch = RuleWatch(self.evaluators, self.statuses, job_name=spec.job_name, options=options,
+                               echo=echo, clock=clock, stop=self.stop)
 
     # -- S3 through trial's storage ----------------------------------------------------------------
     def storage(self, uri: str) -> Storage:
@@ -207,7 +209,7 @@ class JobLifecycle:
                                max_runtime_exceeded=self.max_runtime_exceeded)
             reason, artifacts = self.publish(result)
             if not self.stop.is_set():
-                self.wait_rules()
+                self.watch.wait_rules()
         except BaseException as e:
             self.close(failure=e)
             raise
@@ -263,10 +265,10 @@ class JobLifecycle:
             code = training.poll()
             if code is not None:
                 return "exited", code
-            request = self._look(watcher.poll)
+            request = self.watch.look(watcher.poll)
             if request is not None:
                 return "rule", request
-            self._check_evaluators()
+            self.watch.check()
             return None
 
         max_runtime = self.max_runtime_s
@@ -297,44 +299,6 @@ class JobLifecycle:
             code = self.exit_code
             self.echo(f"Training {'completed' if code == 0 else f'failed (exit code {code})'}")
         self.training_ended = True
-
-    def _look(self, look: Callable[[], Any]) -> Any:
-        """A look at S3 during a wait (stop requests, evaluators' statuses) that fails is tried
-        again at the next tick: said once, never fatal (what must not fail raises elsewhere)."""
-        try:
-            return look()
-        except StorageError as e:
-            if not self._failed_looks:
-                self.echo(f"Warning: S3 did not answer a check ({one_line(e)}); trying again")
-            self._failed_looks.append(one_line(e))
-            return None
-
-    def _check_evaluators(self) -> None:
-        """Evaluators that died without a status read Error at once (every settle_interval_s), while
-        training runs and while the rules finish."""
-        if self.clock() < self._next_check:
-            return
-        self._next_check = self.clock() + self.options.settle_interval_s
-        for _, note in self.evaluators.watchdog_notes():
-            self.echo(note)
-        self._settle()
-
-    def _settle(self) -> None:
-        """Error for each evaluator that died without a status, said on screen."""
-        for e in self._look(self.evaluators.settle) or ():
-            self.echo(f"Rule {e.rule.name}: {e.death} without a status: Error "
-                      f"(see `sdlocal logs {self.spec.job_name} --rule {e.rule.name}`)")
-        self._report_status_changes()
-
-    def _report_status_changes(self) -> None:
-        """Each rule's status change as it happens (what the SDK's fit() prints): a rule that fires
-        is on screen within a settle interval, not at the end."""
-        for row in self._look(self.statuses) or ():
-            name, status = row["RuleConfigurationName"], row["RuleEvaluationStatus"]
-            if self._rule_states.get(name, "InProgress") != status:
-                details = " ".join(str(row.get("StatusDetails") or "").split())
-                self.echo(f"Rule {name}: {status}" + (f" ({details})" if details else ""))
-            self._rule_states[name] = status
 
     def end_training(self) -> None:
         """Whatever happened: stop what runs, upload what exists, mark the end."""
@@ -395,23 +359,6 @@ class JobLifecycle:
         self.on_phase(result.secondary_status, reason or "")
         return reason, artifacts
 
-    def wait_rules(self) -> None:
-        timeout = self.options.rule_finish_timeout_s
-
-        def all_exited() -> bool:
-            self._check_evaluators()
-            return not self.evaluators.running()
-
-        waited = wait_for(all_exited, Deadline.after(timeout, self.clock), interval=0.2,
-                          pause=self.evaluators.pause, stop=self.stop)
-        if waited.stopped:
-            self.evaluators.stop("Stopped", "Stopped: the job was stopped")
-        elif waited.timed_out:
-            self.evaluators.stop("Error", f"ClientError: the evaluator did not finish within {timeout:g}s "
-                                          "after training ended")
-        self._settle()  # the ones that died since the last check (between checks: not said yet)
-        self._report_status_changes()
-
     def close(self, failure: BaseException | None = None) -> None:
         """Stop the evaluators still running (a stop during publishing, an error), close the runtime."""
         def stop_evaluators() -> None:
@@ -438,7 +385,6 @@ class JobLifecycle:
         refs = [RuleRef(r.name, r.output, r.kind) for r in self.spec.debug_rules]
         refs += [RuleRef(r.name, r.output, r.kind, r.name in started) for r in self.spec.profiler_rules]
         return rule_job_summary(refs, self.rule_output)
-
 
 
 def _iso_now() -> str:

@@ -38,9 +38,11 @@ IMAGE_LABEL = LABEL_IMAGE  # value: "training" | "evaluator"; says who owns an i
 # training image runs PyTorch and XGBoost jobs alike: xgboost-cpu (the CPU build of `xgboost`, 6 MB,
 # plus scipy) beside torch's CPU build; the hook run picks what the script imports. pyarrow: SageMaker's
 # XGBoost algorithm reads application/x-parquet channels with it (hook/algorithms/xgboost_data.py).
+# absl-py and pillow: what a script's own `torch.utils.tensorboard.SummaryWriter` needs of tensorboard's
+# dependencies (its tensorflow stub imports absl; add_image uses PIL), not the TensorBoard server's.
 COMMON_REQUIREMENTS = ("numpy", "protobuf")
 EVALUATOR_REQUIREMENTS = (*COMMON_REQUIREMENTS, "boto3", "botocore", "matplotlib")
-TRAINING_REQUIREMENTS = (*COMMON_REQUIREMENTS, "torch", "xgboost-cpu", "pyarrow")
+TRAINING_REQUIREMENTS = (*COMMON_REQUIREMENTS, "torch", "xgboost-cpu", "pyarrow", "absl-py", "pillow")
 NO_DEPS_REQUIREMENTS = ("tensorboard",)
 TORCH_DEFAULT_VERSION = "2.13.0"
 PYTHON_VERSION = "3.11"  # Debian bookworm's python3 and python:3.11-slim: cp311 wheels fit both

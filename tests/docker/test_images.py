@@ -1,7 +1,7 @@
 """The container images: names and messages (no Docker), then real containers of the built images:
 the evaluator's contract error, non-root + read-only rootfs, a built-in rule on a bind-mounted trial,
-the training image's hook writing a trial our reader reads, and a custom rule image built FROM the
-evaluator image."""
+the training image's hook writing a trial our reader reads, a script's own torch SummaryWriter in the
+training image, and a custom rule image built FROM the evaluator image."""
 from __future__ import annotations
 
 import json
@@ -253,6 +253,37 @@ def test_training_image_hook_writes_a_trial_our_reader_reads(
     weights = trial.tensor_names(collection="weights")
     assert weights and trial.tensor(weights[0]).value(3).dtype == np.float32
     assert trial.tensor_names(collection="losses")
+
+
+SUMMARY_WRITER_SCRIPT = """
+import numpy as np
+from torch.utils.tensorboard import SummaryWriter
+writer = SummaryWriter(log_dir="/opt/ml/output/tensorboard")
+for step in range(3):
+    writer.add_scalar("train/loss", 1.0 / (step + 1), step)
+    writer.add_histogram("weights", np.arange(10.0) * step, step)
+writer.add_image("sample", np.linspace(0, 1, 3 * 8 * 8).reshape(3, 8, 8), 2)
+writer.close()
+print("written")
+"""
+
+
+@pytest.mark.docker
+def test_training_image_runs_a_scripts_own_torch_summary_writer(
+    docker_client: Any, sdlocal_images: SdlocalImages, tmp_path: Path
+) -> None:
+    from tensorboard.backend.event_processing.event_accumulator import EventAccumulator
+
+    out = _writable_dir(tmp_path / "tensorboard")
+    code, logs = _run(docker_client, sdlocal_images.training, command=["python", "-c", SUMMARY_WRITER_SCRIPT],
+                      volumes={str(out): {"bind": "/opt/ml/output/tensorboard", "mode": "rw"}})
+    assert code == 0, logs
+    events = EventAccumulator(str(out), size_guidance={"scalars": 0, "histograms": 0, "images": 0})
+    events.Reload()
+    assert [(e.step, e.value) for e in events.Scalars("train/loss")] == [(0, 1.0), (1, 0.5), (2, pytest.approx(1 / 3))]
+    assert [(e.step, e.histogram_value.max) for e in events.Histograms("weights")] == [(0, 0.0), (1, 9.0), (2, 18.0)]
+    image = events.Images("sample")[0]
+    assert (image.step, image.width, image.height) == (2, 8, 8)
 
 
 @pytest.mark.docker

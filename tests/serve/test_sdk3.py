@@ -46,16 +46,15 @@ def _run(served: tuple[Path, dict[str, str]], sagemaker3_python: Path, tmp_path:
     return json.loads(out.split("SDK-RESULT ", 1)[1].splitlines()[0]), out
 
 
-def _check(home: Path, seen: dict, out: str, tensorboard: bool = True) -> None:
+def _check(home: Path, seen: dict, out: str) -> None:
     trainer = seen["trainer"]
     assert seen["trainer_role"] == "arn:aws:iam::123456789012:role/SageMakerExecutionRole"  # the caller's
     assert trainer["status"] == "Completed" and trainer["entrypoint"] == ["/bin/bash"]
     assert trainer["model"] == ["model.pt"]
     log = (home / "jobs" / trainer["name"] / "logs" / "training.log").read_text()
-    if tensorboard:
-        assert any("tfevents" in key for key in trainer["tensorboard_keys"]), trainer
-    else:  # the training image has tensorboard's protobufs only: torch's SummaryWriter cannot import
-        assert "no TensorBoard writer" in log
+    # the script's own torch SummaryWriter, in the training image too
+    assert "no TensorBoard writer" not in log
+    assert any("tfevents" in key for key in trainer["tensorboard_keys"]), trainer
     assert "Running Basic Script driver" in log and "step 29 loss=" in log
     assert "Training Container Execution Completed" in log
 
@@ -85,4 +84,4 @@ def test_sdk_v3_scripts_process_runtime(served: tuple[Path, dict[str, str]], sag
 def test_sdk_v3_scripts_docker_runtime(served_docker: tuple[Path, dict[str, str]], sagemaker3_python: Path,
                                        tmp_path: Path) -> None:
     seen, out = _run(served_docker, sagemaker3_python, tmp_path)
-    _check(served_docker[0], seen, out, tensorboard=False)
+    _check(served_docker[0], seen, out)

@@ -6,6 +6,7 @@ import socket
 import uuid
 from collections.abc import Iterator
 from pathlib import Path
+from typing import NoReturn
 
 import boto3
 import pytest
@@ -23,6 +24,14 @@ SMDEBUG_PYTHON = Path(
 
 def in_ci() -> bool:
     return os.environ.get("CI", "").lower() in ("1", "true", "yes")
+
+
+def missing(message: str) -> NoReturn:
+    """What a test needs is not on this machine: under CI=true (.ci/run sets it all up) that is a
+    broken run and the test fails; elsewhere the test is skipped."""
+    if in_ci():
+        pytest.fail(f"CI=true but {message}")
+    pytest.skip(message)
 
 
 def _free_port() -> int:
@@ -88,9 +97,7 @@ def bucket(s3_client) -> str:  # type: ignore[no-untyped-def]
 def smdebug_python() -> Path:
     """The side virtualenv's python with the real smdebug 1.0.34 (see .ci/run)."""
     if not SMDEBUG_PYTHON.exists():
-        if in_ci():
-            pytest.fail(f"smdebug side virtualenv missing at {SMDEBUG_PYTHON}")
-        pytest.skip(f"smdebug side virtualenv missing at {SMDEBUG_PYTHON}")
+        missing(f"smdebug side virtualenv missing at {SMDEBUG_PYTHON}")
     return SMDEBUG_PYTHON
 
 
@@ -111,9 +118,7 @@ def docker_client():  # type: ignore[no-untyped-def]
         client = docker.from_env(timeout=30)
         client.ping()
     except Exception as exc:  # noqa: BLE001 - any failure means "no engine answers"
-        if in_ci():
-            pytest.fail(f"CI=true but no Docker engine answers: {exc}")
-        pytest.skip(f"no Docker engine answers: {exc}")
+        missing(f"no Docker engine answers: {exc}")
     try:
         yield client
     finally:

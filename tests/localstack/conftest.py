@@ -10,7 +10,7 @@ from typing import Any
 import pytest
 
 from sdlocal.launcher.runtime.process import pid_alive
-from tests.conftest import in_ci
+from tests.conftest import missing
 from tests.docker.conftest import sdlocal_images  # noqa: F401 - the docker runtime test's images
 
 LOCALSTACK_VERSION = "4.14.0"  # localstack/build-image's version
@@ -43,10 +43,7 @@ def localstack_url(docker_client: Any) -> Iterator[str]:
     try:
         docker_client.images.get(image)
     except docker.errors.ImageNotFound:
-        message = f"the LocalStack image {image} is missing: build it with `localstack/build-image`"
-        if in_ci():
-            pytest.fail(f"CI=true but {message}")
-        pytest.skip(message)
+        missing(f"the LocalStack image {image} is missing: build it with `localstack/build-image`")
 
     # Ryuk (testcontainers' reaper) is an image of its own on Docker Hub, which may not answer:
     # the container is stopped and removed by this fixture instead.

@@ -10,7 +10,7 @@ from pathlib import Path
 
 import pytest
 
-from tests.conftest import REPO_ROOT, in_ci
+from tests.conftest import REPO_ROOT, missing
 from tests.docker.conftest import sdlocal_images  # noqa: F401 - a fixture (served_docker asks for it by name)
 
 SAGEMAKER_PYTHON = Path(os.environ.get("SDLOCAL_SAGEMAKER_PYTHON",
@@ -21,9 +21,7 @@ SAGEMAKER_PYTHON = Path(os.environ.get("SDLOCAL_SAGEMAKER_PYTHON",
 def sagemaker_python() -> Path:
     """The side virtualenv's python with the real SageMaker Python SDK 2.257.7 (the last 2.x)."""
     if not SAGEMAKER_PYTHON.exists():
-        if in_ci():
-            pytest.fail(f"SageMaker SDK side virtualenv missing at {SAGEMAKER_PYTHON}")
-        pytest.skip(f"SageMaker SDK side virtualenv missing at {SAGEMAKER_PYTHON}")
+        missing(f"SageMaker SDK side virtualenv missing at {SAGEMAKER_PYTHON}")
     return SAGEMAKER_PYTHON
 
 

@@ -16,7 +16,7 @@ from pathlib import Path
 
 import pytest
 
-from tests.conftest import REPO_ROOT, in_ci
+from tests.conftest import REPO_ROOT, missing
 
 SCRIPT = Path(__file__).parent / "scripts" / "sdk3_jobs.py"
 SOURCE = Path(__file__).parent / "scripts" / "v3_source"
@@ -29,9 +29,7 @@ pytestmark = pytest.mark.slow
 def sagemaker3_python() -> Path:
     """The side virtualenv's python with the real SageMaker Python SDK 3.27.0 (scripts/test makes it)."""
     if not SAGEMAKER3_PYTHON.exists():
-        if in_ci():
-            pytest.fail(f"SageMaker SDK v3 side virtualenv missing at {SAGEMAKER3_PYTHON}")
-        pytest.skip(f"SageMaker SDK v3 side virtualenv missing at {SAGEMAKER3_PYTHON}")
+        missing(f"SageMaker SDK v3 side virtualenv missing at {SAGEMAKER3_PYTHON}")
     return SAGEMAKER3_PYTHON
 
 

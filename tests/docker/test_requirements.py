@@ -12,28 +12,18 @@ from pathlib import Path
 from typing import Any
 
 import pytest
-import yaml
 
 from tests.hook.test_requirements import make_wheel
 from tests.launcher._smjob import sdlocal
-from tests.launcher.test_requirements_e2e import TRAIN
+from tests.launcher.test_requirements_e2e import requirements_job
 
 pytestmark = [pytest.mark.docker, pytest.mark.slow]
 
 
 def _spec(tmp_path: Path, job: str, requirements: str) -> Path:
-    code = tmp_path / f"code-{job}"
-    make_wheel(code / "wheels", value="from the wheel")
-    (code / "train.py").write_text(TRAIN)
-    (code / "requirements.txt").write_text(requirements)
-    spec = tmp_path / f"{job}.yaml"
-    spec.write_text(yaml.safe_dump({
-        "TrainingJobName": job, "EntryPoint": "train.py", "SourceDir": str(code),
-        "DebugHookConfig": {"HookParameters": {"save_interval": "2"}},
-        "DebugRuleConfigurations": [{"RuleConfigurationName": "LossNotDecreasing",
-                                     "RuleParameters": {"rule_to_invoke": "LossNotDecreasing", "num_steps": "4"}}],
-    }))
-    return spec
+    """The process runtime test's job, with the wheel in its code folder (the container's --find-links)."""
+    make_wheel(tmp_path / f"code-{job}" / "wheels", value="from the wheel")
+    return requirements_job(tmp_path, job, requirements)
 
 
 def test_requirements_txt_in_the_training_container(docker_client: Any, sdlocal_images: Any, moto_server: str,

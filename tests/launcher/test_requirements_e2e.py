@@ -39,9 +39,10 @@ TRAIN = textwrap.dedent("""
 """)
 
 
-def _job(tmp_path: Path, name: str, requirements: str) -> Path:
+def requirements_job(tmp_path: Path, name: str, requirements: str) -> Path:
+    """A job spec whose code folder (tmp_path/code-<name>) holds train.py and this requirements.txt."""
     code = tmp_path / f"code-{name}"
-    code.mkdir()
+    code.mkdir(exist_ok=True)
     (code / "train.py").write_text(TRAIN)
     (code / "requirements.txt").write_text(requirements)
     spec = tmp_path / f"{name}.yaml"
@@ -61,10 +62,10 @@ def test_requirements_txt_installed_into_the_jobs_environment(tmp_path: Path, mo
     tag = uuid.uuid4().hex[:6]
     good, bad = f"req-ok-{tag}", f"req-bad-{tag}"
     procs = {
-        good: sdlocal(["run", str(_job(tmp_path, good, f"--no-index\n--find-links {wheels}\n"
+        good: sdlocal(["run", str(requirements_job(tmp_path, good, f"--no-index\n--find-links {wheels}\n"
                                                      "sdlocal-tinypkg==1.0\ntorch\n")), "--runtime", "process"],
                       tmp_path, moto_server),
-        bad: sdlocal(["run", str(_job(tmp_path, bad, "--no-index\nsdlocal-no-such-package==1.0\n")),
+        bad: sdlocal(["run", str(requirements_job(tmp_path, bad, "--no-index\nsdlocal-no-such-package==1.0\n")),
                       "--runtime", "process"], tmp_path, moto_server),
     }
     results = {job: p.communicate(timeout=400) for job, p in procs.items()}

@@ -6,6 +6,8 @@ read at call time (never at import), so a test or a command can set them just be
 | `SDLOCAL_HOME` | the folder of job folders, the embedded S3's state and data, `serve`'s state | `~/.sdlocal` |
 | `SDLOCAL_RUNTIME` | `--runtime` of `run` and `serve`: `process`, `docker` or `auto` | `auto` |
 | `SDLOCAL_S3` | `--s3`: `embedded` or `aws` (the only way to Amazon S3 besides an endpoint URL) | not set |
+| `SDLOCAL_SOURCE_MAX_MEMBERS` | the most members a source archive (sourcedir.tar.gz) may have | 25,000 |
+| `SDLOCAL_SOURCE_MAX_BYTES` | the most bytes a source archive may unpack to | 1 GiB |
 | `SDLOCAL_S3_RETRY_S` | how long every S3 call rides out an outage (trial/storage/_retry.py reads it) | 120 |
 
 The evaluator's environment contract (`SDLOCAL_JOB_NAME`, `SDLOCAL_RULE_OUTPUT`, ...) is not a
@@ -42,3 +44,26 @@ def sdlocal_home(environ: Mapping[str, str] | None = None) -> Path:
 def s3_choice(environ: Mapping[str, str] | None = None) -> str | None:
     """SDLOCAL_S3 as given (checked where it is used, to name it in the error)."""
     return _env(environ).get(S3) or None
+
+
+SOURCE_MAX_MEMBERS = "SDLOCAL_SOURCE_MAX_MEMBERS"
+SOURCE_MAX_BYTES = "SDLOCAL_SOURCE_MAX_BYTES"
+
+
+def positive_int(name: str, default: int, environ: Mapping[str, str] | None = None) -> int:
+    """An integer setting; a value that is not a positive integer is an error naming the variable."""
+    raw = _env(environ).get(name)
+    if not raw:
+        return default
+    try:
+        value = int(raw.replace("_", ""))
+    except ValueError:
+        value = 0
+    if value <= 0:
+        raise ValueError(f"{name}={raw!r} is not a positive integer")
+    return value
+
+
+def source_limits(environ: Mapping[str, str] | None = None) -> tuple[int, int]:
+    """(members, unpacked bytes) a source archive may have."""
+    return (positive_int(SOURCE_MAX_MEMBERS, 25_000, environ), positive_int(SOURCE_MAX_BYTES, 1 << 30, environ))

@@ -23,7 +23,9 @@ from collections.abc import Callable
 from pathlib import Path, PurePosixPath
 from typing import Any
 
+from sdlocal.launcher import settings
 from sdlocal.launcher.errors import JobError
+from sdlocal.launcher.job import untar
 from sdlocal.launcher.runtime import DataInput
 from sdlocal.launcher.spec.inputs import Channel
 from sdlocal.trial.errors import StorageError, one_line
@@ -134,33 +136,17 @@ def fetch_source(s3: Buckets, uri: str, dest: Path) -> None:
 
 def _unpack(archive: Path, dest: Path, uri: str) -> None:
     try:
+        members, size = settings.source_limits()
+    except ValueError as e:
+        raise JobError(f"SourceDir {uri}: {e}") from e
+    try:
         with tarfile.open(archive, "r:gz") as tar:  # the training toolkit opens it so: gzip only
-            members = tar.getmembers()
-            for member in members:
-                _check_member(member, uri)
-            if hasattr(tarfile, "data_filter"):  # also drops setuid bits and the like
-                tar.extractall(dest, members=members, filter="data")
-            else:  # Python < 3.10.12 / 3.11.4: our own checks above only
-                tar.extractall(dest, members=members)  # noqa: S202 - every member checked above
+            untar.extract(tar, untar.read_members(tar, untar.Limits(members, size)), dest)
+    except untar.UnsafeArchive as e:
+        raise JobError(f"SourceDir {uri}: {e}") from e
     except (tarfile.TarError, EOFError, OSError, zlib.error) as e:
         raise JobError(f"SourceDir {uri}: not a readable gzipped tar archive (the SDK's sourcedir.tar.gz): "
                        f"{one_line(e)}") from e
-
-
-def _check_member(member: tarfile.TarInfo, uri: str) -> None:
-    path = PurePosixPath(member.name)
-    if path.is_absolute() or not _stays_inside(path):
-        raise JobError(f"SourceDir {uri}: member {member.name!r} would be extracted outside the code folder; "
-                       "refused")
-    if member.issym() or member.islnk():
-        link = PurePosixPath(member.linkname)
-        # a symlink is relative to its own folder, a hard link to the archive's root
-        target = path.parent / link if member.issym() else link
-        if link.is_absolute() or not _stays_inside(target):
-            raise JobError(f"SourceDir {uri}: link {member.name!r} -> {member.linkname!r} points outside the "
-                           "code folder; refused")
-    elif not (member.isfile() or member.isdir()):
-        raise JobError(f"SourceDir {uri}: member {member.name!r} is a device or FIFO; refused")
 
 
 def _stays_inside(path: PurePosixPath) -> bool:

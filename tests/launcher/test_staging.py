@@ -2,8 +2,13 @@
 sourcedir.tar.gz fetched and unpacked (hostile archives refused), model/output tarballs, FailureReason."""
 from __future__ import annotations
 
+import gzip
 import io
 import os
+import posixpath
+import re
+import stat
+import sys
 import tarfile
 from pathlib import Path
 from typing import Any
@@ -169,3 +174,111 @@ def test_failure_reason_the_toolkits_way(tmp_path: Path) -> None:
     failure.write_text("my own reason: " + "x" * 2000)  # the script's own failure file wins, capped at 1024
     reason = failure_reason(failure, 1, "train.py", [], log)
     assert reason.startswith("AlgorithmError: my own reason: xxx") and len(reason) == 1024
+
+
+def cve_2025_4517_archive(up: int = 4) -> bytes:
+    """An archive of the public CVE-2025-4517 exploit's shape: symlinks to 247-character folder
+    names nested until the path is past PATH_MAX (where `os.path.realpath`, which tarfile's `data`
+    filter relies on before 3.11.13, stops resolving), a link out through `..`s from there, and a
+    file written through it: `up` levels above the folder it is unpacked into."""
+    comp, steps = "d" * 247, "abcdefghijklmnop"
+    members: list[tuple[tarfile.TarInfo, bytes | None]] = []
+    path = ""
+    for step in steps:
+        folder = tarfile.TarInfo(posixpath.join(path, comp))
+        folder.type = tarfile.DIRTYPE
+        members += [(folder, None), link_member(posixpath.join(path, step), comp)]
+        path = posixpath.join(path, comp)
+    deep = posixpath.join(*steps, "l" * 254)
+    members += [link_member(deep, "../" * len(steps)), link_member("escape", deep + "/" + "../" * up),
+                file_member("escape/pwned.txt", b"escaped\n")]
+    return tarball(members)
+
+
+def test_the_cve_2025_4517_archive_is_refused_whatever_the_python(tmp_path: Path, s3_client: Any,
+                                                                  bucket: str) -> None:
+    archive = cve_2025_4517_archive()
+    # the archive is the real thing: where this interpreter's own `data` filter is fooled, it escapes
+    stock = tmp_path / "stock" / "c" / "jobs" / "job" / "code"
+    stock.mkdir(parents=True)
+    with tarfile.open(fileobj=io.BytesIO(archive), mode="r:gz") as tar:
+        try:
+            tar.extractall(stock, filter="data")
+            stock_escaped = (tmp_path / "stock" / "pwned.txt").exists()  # 4 levels above code
+        except tarfile.TarError:
+            stock_escaped = False
+    if sys.version_info[:3] < (3, 11, 13) and sys.version_info[:2] == (3, 11):
+        assert stock_escaped, "the exploit's shape no longer escapes tarfile's filter on a vulnerable Python"
+    (tmp_path / "stock" / "pwned.txt").unlink(missing_ok=True)
+
+    put(s3_client, bucket, "cve/sourcedir.tar.gz", archive)
+    dest = tmp_path / "ours" / "c" / "jobs" / "job" / "code"
+    with pytest.raises(JobError) as err:
+        fetch_source(bucket_storage(s3_client), f"s3://{bucket}/cve/sourcedir.tar.gz", dest)
+    assert "would be written through the link 'a'; refused" in str(err.value)
+    assert "\n" not in str(err.value)
+    assert not list(tmp_path.rglob("pwned.txt"))
+
+
+@pytest.mark.parametrize(("members", "message"), [
+    # a link to a link that points out, each harmless alone
+    ([link_member("a", "b"), link_member("b", "../..")], "link 'a' -> 'b' points outside the code folder"),
+    ([link_member("loop", "loop")], "link 'loop' -> 'loop' points outside"),
+    # writing below an archive's own symlink, even one pointing inside
+    ([link_member("lib", "src"), file_member("lib/x.py")], "member 'lib/x.py' would be written through the link 'lib'"),
+    # a hard link must name a regular file of the archive
+    ([link_member("h", "etc/passwd", tarfile.LNKTYPE)], "link 'h' -> 'etc/passwd' points outside"),
+    ([link_member("s", "train.py"), link_member("h", "s", tarfile.LNKTYPE)], "link 'h' -> 's' points outside"),
+])
+def test_links_are_resolved_through_the_archives_own_links(tmp_path: Path, s3_client: Any, bucket: str,
+                                                           members: list[Any], message: str) -> None:
+    put(s3_client, bucket, "links.tar.gz", tarball([file_member("train.py"), *members]))
+    with pytest.raises(JobError, match=re.escape(message)):
+        fetch_source(bucket_storage(s3_client), f"s3://{bucket}/links.tar.gz", tmp_path / "code")
+    assert not (tmp_path / "code" / "train.py").exists()
+
+
+def test_hard_links_and_modes_unpack_without_setuid(tmp_path: Path, s3_client: Any, bucket: str) -> None:
+    run, setuid = file_member("run.sh", b"#!/bin/sh\n"), file_member("su.sh", b"#!/bin/sh\n")
+    run[0].mode, setuid[0].mode = 0o775, 0o4777
+    put(s3_client, bucket, "modes.tar.gz", tarball([file_member("train.py"), run, setuid,
+                                                     link_member("copy.py", "train.py", tarfile.LNKTYPE)]))
+    dest = tmp_path / "code"
+    fetch_source(bucket_storage(s3_client), f"s3://{bucket}/modes.tar.gz", dest)
+    assert (dest / "copy.py").read_text() == "print('hi')\n"
+    assert stat.S_IMODE((dest / "run.sh").stat().st_mode) == 0o755
+    assert stat.S_IMODE((dest / "su.sh").stat().st_mode) == 0o755  # no setuid, no group/other write
+
+
+def _declared_only(name: str, size: int) -> bytes:
+    """A gzipped tar whose one member's header declares `size` bytes (data cut short): a bomb's
+    header, read without unpacking anything."""
+    info = tarfile.TarInfo(name)
+    info.size = size
+    return gzip.compress(info.tobuf(format=tarfile.GNU_FORMAT))
+
+
+def test_archive_limits_name_the_setting(tmp_path: Path, s3_client: Any, bucket: str,
+                                         monkeypatch: pytest.MonkeyPatch) -> None:
+    # 2 GiB declared by one member's header: over the default 1 GiB before any byte is unpacked
+    put(s3_client, bucket, "bomb.tar.gz", _declared_only("zeros.bin", 2 << 30))
+    with pytest.raises(JobError) as err:
+        fetch_source(bucket_storage(s3_client), f"s3://{bucket}/bomb.tar.gz", tmp_path / "code")
+    assert str(err.value) == (f"SourceDir s3://{bucket}/bomb.tar.gz: unpacks to more than 1,073,741,824 bytes "
+                              "at member 'zeros.bin' (the limit: SDLOCAL_SOURCE_MAX_BYTES); refused")
+    # a real bomb: 16 MiB of zeros in a few KiB of gzip, over a lower limit
+    put(s3_client, bucket, "zeros.tar.gz", tarball([file_member("zeros.bin", bytes(16 << 20))]))
+    monkeypatch.setenv("SDLOCAL_SOURCE_MAX_BYTES", str(8 << 20))
+    with pytest.raises(JobError, match="unpacks to more than 8,388,608 bytes"):
+        fetch_source(bucket_storage(s3_client), f"s3://{bucket}/zeros.tar.gz", tmp_path / "code2")
+    assert not (tmp_path / "code2" / "zeros.bin").exists()
+    monkeypatch.setenv("SDLOCAL_SOURCE_MAX_MEMBERS", "50")
+    put(s3_client, bucket, "many.tar.gz", tarball([file_member(f"f{i}.py") for i in range(51)]))
+    with pytest.raises(JobError, match=r"more than 50 members \(the limit: SDLOCAL_SOURCE_MAX_MEMBERS\); refused"):
+        fetch_source(bucket_storage(s3_client), f"s3://{bucket}/many.tar.gz", tmp_path / "code3")
+    put(s3_client, bucket, "fifty.tar.gz", tarball([file_member(f"f{i}.py") for i in range(50)]))
+    fetch_source(bucket_storage(s3_client), f"s3://{bucket}/fifty.tar.gz", tmp_path / "code4")
+    assert len(list((tmp_path / "code4").iterdir())) == 50
+    monkeypatch.setenv("SDLOCAL_SOURCE_MAX_MEMBERS", "lots")
+    with pytest.raises(JobError, match="SDLOCAL_SOURCE_MAX_MEMBERS='lots' is not a positive integer"):
+        fetch_source(bucket_storage(s3_client), f"s3://{bucket}/fifty.tar.gz", tmp_path / "code5")

@@ -14,6 +14,7 @@ from typing import Any
 from urllib.parse import urlsplit
 
 from sdlocal.launcher.errors import RuntimeLaunchError
+from sdlocal.launcher.s3.guard import GATEWAY_PORT
 from sdlocal.launcher.spec.values import instance_resources, is_debugger_rule_image
 
 OPT_ML = "/opt/ml"
@@ -21,7 +22,6 @@ CODE_DIR = f"{OPT_ML}/code"
 CONFIG_DIR = f"{OPT_ML}/input/config"
 OUTPUT_DIR = f"{OPT_ML}/output"
 MODEL_DIR = f"{OPT_ML}/model"
-GATEWAY_PORT = 9000
 _ECR = re.compile(r"^\d{12}\.dkr\.ecr\.[a-z0-9-]+\.amazonaws\.com(\.cn)?/")
 _MEMORY = re.compile(r"^\s*(\d+(?:\.\d+)?)\s*([kmgt]?)i?b?\s*$", re.IGNORECASE)
 _NAME_CHARS = re.compile(r"[^a-zA-Z0-9_.-]+")

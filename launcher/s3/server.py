@@ -41,6 +41,10 @@ def main(argv: list[str] | None = None) -> int:
         install_hooks()
         app = Persisting(app, store)
 
+    from sdlocal.launcher.s3.guard import GATEWAY_PORT, LocalClientsOnly
+
+    refusals = logging.getLogger("sdlocal.s3.guard")
+    app = LocalClientsOnly(app, ports=(args.port, GATEWAY_PORT), on_refused=refusals.warning)
     server = make_server(args.host, args.port, app, threaded=True)
     stop = threading.Event()
     for sig in (signal.SIGTERM, signal.SIGINT):

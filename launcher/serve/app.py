@@ -17,6 +17,7 @@ from sdlocal.launcher.job.model import RunOptions
 from sdlocal.launcher.job.run import run_job
 from sdlocal.launcher.runtime.docker_config import HostLimits
 from sdlocal.launcher.s3.endpoint import DEFAULT_BUCKET, DUMMY_CREDENTIALS, REGION, S3Endpoint, ensure_bucket
+from sdlocal.launcher.s3.guard import GATEWAY_PORT, LocalClientsOnly
 from sdlocal.launcher.serve import iam
 from sdlocal.launcher.serve.api import ApiError, SageMakerApi
 from sdlocal.launcher.serve.iam import signing_service
@@ -97,9 +98,11 @@ class ServeServer:
                 pass
 
         self.api = SageMakerApi(self._create_job, client=None)
-        app = Dispatcher(self.api, DomainDispatcherApplication(create_backend_app), echo)
-        self._server = make_server(host, port, app, threaded=True, request_handler=QuietHandler)
+        dispatcher = Dispatcher(self.api, DomainDispatcherApplication(create_backend_app), echo)
+        self._guard = LocalClientsOnly(dispatcher, ports=(port, GATEWAY_PORT), on_refused=lambda m: echo(f"Warning: {m}"))
+        self._server = make_server(host, port, self._guard, threaded=True, request_handler=QuietHandler)
         self.port = int(self._server.server_address[1])
+        self._guard.ports.add(self.port)  # port 0: the one the system picked
         self.url = f"http://{host}:{self.port}"
         self.endpoint = S3Endpoint(self.url, "serve", dummy_credentials=True)
         self._thread = threading.Thread(target=self._server.serve_forever, name="sdlocal-serve", daemon=True)

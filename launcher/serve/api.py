@@ -64,7 +64,7 @@ class SageMakerApi:
         return job
 
     def op_CreateTrainingJob(self, body: Mapping[str, Any]) -> dict[str, Any]:
-        missing = [k for k in _REQUIRED if k not in body]
+        missing = [k for k in _REQUIRED if body.get(k) is None]  # null is no value
         if missing:
             raise ApiError("ValidationException", f"missing required field(s): {', '.join(missing)}")
         name = body["TrainingJobName"]

@@ -26,13 +26,50 @@ from sdlocal.launcher.serve.logs import ensure_log_group
 from sdlocal.launcher.spec.model import JobSpec
 
 _TARGET_PREFIX = "SageMaker."
+MAX_BODY_BYTES = 1 << 20  # a SageMaker API request (the service's own limits keep real ones under 100 KB)
+MAX_JSON_DEPTH = 64
+
+
+def _json_depth(value: Any) -> int:
+    """How deeply `value` nests (iteratively: a deep document must not exhaust the stack here either)."""
+    deepest, stack = 0, [(value, 1)]
+    while stack:
+        item, depth = stack.pop()
+        deepest = max(deepest, depth)
+        if isinstance(item, dict):
+            stack += [(v, depth + 1) for v in item.values()]
+        elif isinstance(item, list):
+            stack += [(v, depth + 1) for v in item]
+    return deepest
+
+
+def read_json_body(environ: dict[str, Any]) -> Any:
+    """The request's JSON body, within MAX_BODY_BYTES and MAX_JSON_DEPTH; ApiError otherwise."""
+    try:
+        length = int(environ.get("CONTENT_LENGTH") or 0)
+    except ValueError:
+        raise ApiError("SerializationException", "Content-Length is not a number") from None
+    if length > MAX_BODY_BYTES:
+        raise ApiError("ValidationException", f"the request body is {length:,} bytes: over the limit of "
+                                              f"{MAX_BODY_BYTES:,} bytes", status=413)
+    raw = environ["wsgi.input"].read(length) if length else b"{}"
+    try:
+        body = json.loads(raw or b"{}")
+    except RecursionError:
+        raise ApiError("SerializationException", f"the request body nests deeper than {MAX_JSON_DEPTH} levels") from None
+    except ValueError:
+        raise ApiError("SerializationException", "the request body is not JSON") from None
+    if _json_depth(body) > MAX_JSON_DEPTH:
+        raise ApiError("SerializationException", f"the request body nests deeper than {MAX_JSON_DEPTH} levels")
+    return body
 WsgiApp = Callable[[dict[str, Any], Callable[..., Any]], Iterable[bytes]]
 
 
 def _json_response(start_response: Callable[..., Any], status: int, body: Mapping[str, Any],
                    headers: list[tuple[str, str]] | None = None) -> list[bytes]:
     data = json.dumps(body).encode()
-    reason = {200: "OK", 400: "Bad Request", 500: "Internal Server Error"}.get(status, "")
+    reason = {200: "OK", 400: "Bad Request", 403: "Forbidden", 413: "Request Entity Too Large",
+              500: "Internal Server Error"}.get(status, "")
     start_response(f"{status} {reason}", [("Content-Type", "application/x-amz-json-1.1"),
                                           ("Content-Length", str(len(data))), *(headers or [])])
     return [data]
@@ -49,7 +86,11 @@ class Dispatcher:
         if not target.startswith(_TARGET_PREFIX):
             service = signing_service(environ.get("HTTP_AUTHORIZATION", ""))
             if service in ("iam", "sts"):  # the SDK v3's role checks, answered as for a permitted role
-                raw = environ["wsgi.input"].read(int(environ.get("CONTENT_LENGTH") or 0))
+                length = int(environ.get("CONTENT_LENGTH") or 0)
+                if length > MAX_BODY_BYTES:
+                    return _json_response(start_response, 413, {"__type": "ValidationException",
+                                                                "message": f"request body over {MAX_BODY_BYTES:,} bytes"})
+                raw = environ["wsgi.input"].read(length)
                 answered = iam.answer(service, raw)
                 if answered is not None:
                     start_response("200 OK", [("Content-Type", "text/xml"), ("Content-Length", str(len(answered)))])
@@ -58,12 +99,7 @@ class Dispatcher:
             return self.moto_app(environ, start_response)
         operation = target[len(_TARGET_PREFIX):]
         try:
-            length = int(environ.get("CONTENT_LENGTH") or 0)
-            raw = environ["wsgi.input"].read(length) if length else b"{}"
-            try:
-                body = json.loads(raw or b"{}")
-            except ValueError:
-                raise ApiError("SerializationException", "the request body is not JSON") from None
+            body = read_json_body(environ)
             if not isinstance(body, dict):
                 raise ApiError("SerializationException", "the request body is not a JSON object")
             return _json_response(start_response, 200, self.api.call(operation, body))

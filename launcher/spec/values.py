@@ -29,7 +29,7 @@ def is_debugger_rule_image(image: str | None) -> bool:
 
 
 def check_job_name(name: Any, field: str = "TrainingJobName") -> str:
-    if not isinstance(name, str) or not _JOB_NAME.match(name):
+    if not isinstance(name, str) or not _JOB_NAME.fullmatch(name):
         raise SpecError(
             field,
             f"{name!r} does not satisfy the constraint: 1-63 characters, letters, digits and hyphens, "

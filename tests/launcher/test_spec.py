@@ -183,6 +183,7 @@ def _rules(n: int) -> list[dict[str, Any]]:
         ({"EntryPoint": "missing.py"}, "EntryPoint", "not found"),
         ({"EntryPoint": None}, "EntryPoint", "required"),
         ({"TrainingJobName": "bad_name!"}, "TrainingJobName", "pattern"),
+        ({"TrainingJobName": "job-a\n"}, "TrainingJobName", "pattern"),  # `$` alone matches before a newline
         ({"DebugHookConfig": {"S3OutputPath": "/local/path"}}, "DebugHookConfig.S3OutputPath", "S3 URI"),
         ({"DebugRuleConfigurations": [{"RuleConfigurationName": "C",
                                        "RuleParameters": {"source_s3_uri": "nope.py"}}]},

@@ -61,6 +61,13 @@ def split_reduction_name(name: str) -> tuple[str, str, bool] | None:
     return base, red, False
 
 
+def _inside_trial(key: str) -> bool:
+    """An event file name as the writers give it: relative to the trial root, never climbing out."""
+    if key == "":
+        return True  # no events file: names and steps only (see below)
+    return not (key.startswith("/") or "\\" in key or "\x00" in key or ".." in key.split("/"))
+
+
 class IndexState:
     def __init__(self) -> None:
         self.tensors: dict[str, TensorRecord] = {}
@@ -87,8 +94,10 @@ class IndexState:
                               for p in doc.get("tensor_payload") or ()]
             shape_payload = [(str(p["tensorname"]), tuple(int(d) for d in p["shape"]))
                              for p in doc.get("shape_payload") or ()]
-        except (ValueError, KeyError, TypeError, AttributeError) as e:
+        except (ValueError, KeyError, TypeError, AttributeError, RecursionError) as e:
             raise CorruptRecordError(f"malformed index file: {type(e).__name__}: {e}", where=key) from e
+        if not isinstance(event_key, str) or not _inside_trial(event_key):
+            raise CorruptRecordError(f"event file name {event_key!r} is not a path inside the trial; refused", where=key)
         # Tensors without meta.event_file_name (smdebug's own tests write such index files) count
         # for steps and names; their values are unavailable (Location key "": trial/tensor.py).
 

@@ -145,6 +145,6 @@ class CollectionsFile:
             d = json.loads(text)
             colls = {name: Collection.from_dict(c) for name, c in (d.get("collections") or {}).items()}
             num_workers = int((d.get("_meta") or {}).get("num_workers", 1))
-        except (ValueError, TypeError, AttributeError) as e:
+        except (ValueError, TypeError, AttributeError, RecursionError) as e:
             raise CorruptRecordError(f"malformed collections file: {e}", where=where) from e
         return cls(colls, num_workers)

@@ -27,7 +27,12 @@ import numpy as np
 from sdlocal.trial._decode import read_value
 from sdlocal.trial._index import IndexState, Location, parse_index_key
 from sdlocal.trial.collection import CollectionsFile
-from sdlocal.trial.errors import MissingCollectionFiles, MissingEventsFile, TensorUnavailable
+from sdlocal.trial.errors import (
+    CorruptRecordError,
+    MissingCollectionFiles,
+    MissingEventsFile,
+    TensorUnavailable,
+)
 from sdlocal.trial.modes import ModeKeys, to_mode
 from sdlocal.trial.mutable_collection import MutableCollection
 from sdlocal.trial.steps import StepState, step_state, wait_for_steps, within_wait_window
@@ -61,6 +66,18 @@ def _suffix_number(name: str) -> int:
     """smdebug's order of `<name>_<n>` tensors (inputs, labels, predictions): by `n`."""
     tail = name.rsplit("_", 1)[-1] if re.match(r".+_\d+$", name) else "0"
     return int(tail)
+
+
+MAX_METADATA_BYTES = 32 << 20  # an index or collections file (a step of 100,000 tensors is ~15 MB)
+
+
+def read_metadata(storage: Storage, key: str) -> bytes:
+    """An index or collections file, refused past MAX_METADATA_BYTES (read no further than that)."""
+    text = storage.read(key, 0, MAX_METADATA_BYTES + 1)
+    if len(text) > MAX_METADATA_BYTES:
+        raise CorruptRecordError(f"over {MAX_METADATA_BYTES:,} bytes: not an index or collections file this "
+                                 "reader loads; refused", where=f"{storage.uri}/{key}")
+    return text
 
 
 class Trial:
@@ -115,7 +132,7 @@ class Trial:
             if not self._in_range(step):
                 continue
             try:
-                text = self.storage.read(key)
+                text = read_metadata(self.storage, key)
             except FileNotFoundError:
                 # deleted between LIST and GET (an S3 endpoint that restarted empty): the keys after
                 # it wait for the next refresh, so that re-listing from the last complete step finds
@@ -170,7 +187,7 @@ class Trial:
             if key in self._collection_files or not key.endswith("_collections.json"):
                 continue
             try:
-                text = self.storage.read(key)
+                text = read_metadata(self.storage, key)
             except FileNotFoundError:
                 continue
             cf = CollectionsFile.from_json(text, where=f"{self.storage.uri}/{key}")

@@ -22,6 +22,7 @@ from __future__ import annotations
 import itertools
 import os
 import random
+import stat
 import threading
 from collections.abc import Callable
 from typing import Any
@@ -36,6 +37,21 @@ UNCACHED_READ_BYTES = 1 << 20  # reads from this size on open their own descript
 RANDOM_EVICTION = 8  # one eviction in this many picks a random descriptor, the others the newest
 _HAS_PREADV = hasattr(os, "preadv")
 
+
+
+def open_regular(path: str) -> int:
+    """A read-only descriptor of `path`, which must be a regular file: a FIFO would block the
+    reader forever (opened without blocking here), a device never ends."""
+    fd = os.open(path, os.O_RDONLY | os.O_NONBLOCK)
+    try:
+        mode = os.fstat(fd).st_mode
+    except BaseException:
+        os.close(fd)
+        raise
+    if not stat.S_ISREG(mode):
+        os.close(fd)
+        raise OSError("not a regular file (a FIFO, a device or a socket); refused")
+    return fd
 
 def default_capacity() -> int:
     """MAX_HANDLES, or an eighth of the process's descriptor limit when that is lower."""
@@ -86,11 +102,11 @@ class FileHandles:
         bytes read (fewer at the end of the file). Raises FileNotFoundError for a missing file,
         OSError for others."""
         if not _HAS_PREADV:
-            with open(path, "rb") as f:
+            with os.fdopen(open_regular(path), "rb") as f:
                 f.seek(offset)
                 return f.readinto(buf) or 0
         if self.capacity <= 0 or size >= UNCACHED_READ_BYTES:
-            fd = os.open(path, os.O_RDONLY)
+            fd = open_regular(path)
             try:
                 return _read_fully(fd, buf, size, offset)
             finally:
@@ -105,7 +121,7 @@ class FileHandles:
 
     def _open(self, key: tuple[int, str]) -> int:
         """Open key's path into the cache, making room first (the lock held)."""
-        fd = os.open(key[1], os.O_RDONLY)
+        fd = open_regular(key[1])
         self.opened += 1
         if self._gone:
             gone = set()

@@ -12,7 +12,7 @@ import numpy as np
 
 from sdlocal.trial.errors import StorageError
 from sdlocal.trial.storage._base import Storage
-from sdlocal.trial.storage._handles import SHARED, FileHandles, new_owner
+from sdlocal.trial.storage._handles import SHARED, FileHandles, new_owner, open_regular
 
 _ALIGNMENT = 64  # numpy aligns its own allocations to 16 (64 with huge pages); cache lines are 64
 # madvise(MADV_POPULATE_READ) (Linux 5.14+; Python 3.11's mmap has no name for it): maps every page
@@ -46,7 +46,7 @@ class LocalStorage(Storage):
     def read(self, key: str, start: int | None = None, length: int | None = None) -> bytes:
         path = self._root_str + "/" + key  # not Path: opening a trial reads every index file
         try:
-            with open(path, "rb") as f:
+            with os.fdopen(open_regular(path), "rb") as f:
                 if start:
                     f.seek(start)
                 return f.read() if length is None else f.read(length)
@@ -86,7 +86,7 @@ class LocalStorage(Storage):
         the file system cannot map it: the caller reads instead."""
         path = self._root_str + "/" + key
         try:
-            fd = os.open(path, os.O_RDONLY)
+            fd = open_regular(path)
         except FileNotFoundError:
             raise
         except OSError as e:

@@ -18,6 +18,7 @@ from __future__ import annotations
 
 import hashlib
 import logging
+import os
 import time
 from collections.abc import Callable
 from pathlib import Path
@@ -194,6 +195,8 @@ class Recorder:
         return out
 
     def _record(self, step: int, mode: ModeKeys, mode_step: int, training: bool, grad_enabled: bool) -> None:
+        if self._worker is None:  # while torch.distributed is up (a final flush may come after it is torn down)
+            self._worker = f"worker_{self._resolve_rank()}"
         if self._dirty:
             self._layout()
         flags = tuple(p.requires_grad for _, p in self._params)
@@ -227,13 +230,23 @@ class Recorder:
         })
         self._batches = []
 
+    def _resolve_rank(self) -> int:
+        """The hook's rank; without torch.distributed up, the launcher's RANK (torchrun, mpirun's
+        OMPI_COMM_WORLD_RANK) so that two processes never share a worker name."""
+        rank = self._rank()
+        if rank == 0 and not (torch.distributed.is_available() and torch.distributed.is_initialized()):
+            for var in ("RANK", "OMPI_COMM_WORLD_RANK"):
+                if os.environ.get(var, "").isdigit():
+                    return int(os.environ[var])
+        return rank
+
     # ------------------------------------------------------------------ files
     def flush(self) -> None:
         self._last_flush = time.monotonic()
         if not self._lines:
             return
         if self._worker is None:
-            self._worker = f"worker_{self._rank()}"
+            self._worker = f"worker_{self._resolve_rank()}"
         lines, self._lines = self._lines, []
         try:
             write_chunk(self.out_dir, self._worker, self._first_step, lines)

@@ -13,7 +13,9 @@ from sdlocal.hook.pytorch import Hook
 
 def hook(trial_dir: Path, save_interval: str = "1", include_workers: str = "one") -> Hook:
     """The hook of a job with the records rules attached (their default collection, and the job's
-    save_interval replacing theirs as under `sdlocal run`) plus the losses."""
+    save_interval replacing theirs as under `sdlocal run`) plus the losses. One torch thread: tiny
+    models only get contention from more."""
+    torch.set_num_threads(1)
     config = HookConfig.from_dict({
         "HookParameters": {"save_interval": save_interval, "include_workers": include_workers},
         "CollectionConfigurations": [{"CollectionName": "sdlocal_records"}, {"CollectionName": "losses"}],

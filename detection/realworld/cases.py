@@ -34,8 +34,8 @@ def zero_grad_missing(trial_dir: Path, variant: str) -> None:
     h.register_loss(crit)
     opt = torch.optim.SGD(model.parameters(), lr=0.01)
     accumulate = 4 if variant == "healthy" else 1
-    for epoch in range(3):
-        for i, (xb, yb) in enumerate(batches(x, y, 16, epoch)):
+    for epoch in range(2):
+        for i, (xb, yb) in enumerate(batches(x, y, 32, epoch)):
             if variant == "fixed":
                 opt.zero_grad()
             loss = crit(model(xb), yb) / accumulate
@@ -62,7 +62,7 @@ def eval_in_train_mode(trial_dir: Path, variant: str) -> None:
     h.register_module(model)
     h.register_loss(crit)
     opt = torch.optim.Adam(model.parameters(), lr=1e-3)
-    for epoch in range(3):
+    for epoch in range(2):
         model.train()
         for xb, yb in batches(x, y, 32, epoch):
             if variant == "healthy":
@@ -172,7 +172,7 @@ def frozen_stages_bn(trial_dir: Path, variant: str) -> None:
     h.register_module(model)
     h.register_loss(crit)
     opt = torch.optim.SGD([p for p in model.parameters() if p.requires_grad], lr=0.05, momentum=0.9)
-    for epoch in range(3):
+    for epoch in range(2):
         model.train()
         for xb, yb in batches(x, y, 32, epoch):
             opt.zero_grad()
@@ -218,7 +218,7 @@ def bn_transfer(trial_dir: Path, variant: str) -> None:
     h.register_module(model)
     h.register_loss(crit)
     opt = torch.optim.Adam([p for p in model.parameters() if p.requires_grad], lr=1e-3)
-    for epoch in range(3):
+    for epoch in range(2):
         model.train()
         if variant == "fixed":
             model.backbone.eval()
@@ -266,7 +266,7 @@ def lazy_head_eval(trial_dir: Path, variant: str) -> None:
     model.eval()
     with torch.no_grad():
         crit(model(xv), yv)  # the sanity check before training
-    for epoch in range(3):
+    for epoch in range(2):
         model.train()
         for xb, yb in batches(x, y, 32, epoch):
             opt.zero_grad()

@@ -3,7 +3,7 @@ and tensors cannot show, observed cheaply while the model trains.
 
 On every step (a few attribute reads): whether a forward without autograd runs a model in training
 mode that has dropout or batch norm (an evaluation in training mode), and a fingerprint of the
-training batch (blake2b of at most 16 Ki elements sampled across the model's first input, CPU
+training batch (blake2b of at most 4 Ki elements sampled across the model's first input, CPU
 tensors only). On every optimizer step (a global post-hook): a count, and which parameters it
 holds. On the recorded steps (the `sdlocal_records` collection's schedule): the norm of every
 parameter and floating buffer (one `torch._foreach_norm` each: per-worker checksums that cost little
@@ -26,6 +26,7 @@ from typing import Any
 
 import torch
 import torch.optim.optimizer as _optim
+from torch.nn.parameter import is_lazy
 
 from sdlocal.hook.config import SaveConfig
 from sdlocal.trial.modes import ModeKeys
@@ -34,12 +35,13 @@ from sdlocal.trial.records import RECORDS_COLLECTION, write_chunk
 logger = logging.getLogger(__name__)
 
 FLUSH_S = 2.0
-FINGERPRINT_ELEMENTS = 16384
+FINGERPRINT_ELEMENTS = 4096
 _MODE_LAYERS = (torch.nn.modules.dropout._DropoutNd, torch.nn.modules.batchnorm._NormBase)
 
 
 def fingerprint(value: Any) -> str | None:
-    """A short hash of a CPU tensor (or the first tensor of a tuple/list/dict), None otherwise."""
+    """A short hash of a CPU tensor (or the first tensor of a tuple/list/dict), None otherwise: its
+    shape and `FINGERPRINT_ELEMENTS` elements sampled evenly across it (tens of microseconds)."""
     if isinstance(value, (tuple, list)):
         value = next((v for v in value if isinstance(v, torch.Tensor)), None)
     elif isinstance(value, dict):
@@ -47,12 +49,11 @@ def fingerprint(value: Any) -> str | None:
     if not isinstance(value, torch.Tensor) or value.device.type != "cpu" or value.numel() == 0:
         return None
     flat = value.detach().reshape(-1)
-    stride = max(1, flat.numel() // FINGERPRINT_ELEMENTS)
-    sample = flat[::stride].contiguous()
-    h = hashlib.blake2b(digest_size=8)
-    h.update(str(tuple(value.shape)).encode())
-    h.update(sample.view(torch.uint8).numpy().tobytes() if sample.dtype != torch.bool
-             else sample.to(torch.uint8).numpy().tobytes())
+    sample = flat[::max(1, flat.numel() // FINGERPRINT_ELEMENTS)].contiguous()
+    if sample.dtype == torch.bool:
+        sample = sample.to(torch.uint8)
+    h = hashlib.blake2b(repr(tuple(value.shape)).encode(), digest_size=8)
+    h.update(memoryview(sample.view(torch.uint8).numpy()))
     return h.hexdigest()
 
 
@@ -66,8 +67,7 @@ def _ndim(param: torch.Tensor) -> int:
 def _norms(tensors: list[torch.Tensor]) -> list[float]:
     if not tensors:
         return []
-    floats = [t.detach() if not isinstance(t, torch.nn.parameter.UninitializedTensorMixin)
-              else torch.zeros(()) for t in tensors]
+    floats = [torch.zeros(()) if is_lazy(t) else t.detach() for t in tensors]
     return [float(x) for x in torch.stack(torch._foreach_norm(floats)).double().tolist()]
 
 

@@ -47,11 +47,13 @@ class RecordReader:
     def __init__(self, storage: Any) -> None:
         self.storage = storage
         self._read: set[str] = set()
+        self.seen_any = False
 
     def poll(self) -> list[tuple[str, dict[str, Any]]]:
         keys = [k for k in self.storage.list(RECORDS_PREFIX)
                 if k.endswith(".jsonl") and k not in self._read]
         out: list[tuple[str, dict[str, Any]]] = []
+        self.seen_any = self.seen_any or bool(keys)
         for key in sorted(keys):
             parts = key.split("/")
             if len(parts) != 3:

@@ -55,7 +55,11 @@ class RecordRule(Rule):
         return self._verdict(self.judge_records(self._take(step), final=False))
 
     def invoke_at_end(self) -> Verdict:
-        return self._verdict(self.judge_records(self._take(None), final=True))
+        lines = self._take(None)
+        if not self._reader.seen_any:
+            self.logger.warning("%s: the trial has no training records (records/): nothing was judged; they "
+                                "come from sdlocal's hook with the %s collection", self.rule_name, RECORDS_COLLECTION)
+        return self._verdict(self.judge_records(lines, final=True))
 
     def judge_records(self, lines: list[Line], final: bool) -> bool | None:  # pragma: no cover - abstract
         raise NotImplementedError

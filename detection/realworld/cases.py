@@ -9,6 +9,7 @@ import tempfile
 from collections.abc import Callable
 from dataclasses import dataclass, field
 from pathlib import Path
+from typing import Any
 
 import numpy as np
 import torch
@@ -17,7 +18,9 @@ import torch.multiprocessing as mp
 from torch import nn
 from torch.utils.data import DataLoader, Dataset
 
+from detection import scenarios
 from detection.realworld._train import batches, blobs, hook, mlp
+from sdlocal.trial.modes import ModeKeys
 
 
 def zero_grad_missing(trial_dir: Path, variant: str) -> None:
@@ -311,6 +314,37 @@ def ddp_drift(trial_dir: Path, variant: str) -> None:
         mp.spawn(_ddp_worker, args=(2, os.path.join(tmp, "init"), str(trial_dir), variant), nprocs=2, join=True)
 
 
+def _healthy(setup_fn: Callable[[], Any]) -> Callable[[Path, str], None]:
+    def run(trial_dir: Path, variant: str) -> None:
+        """The detection matrix's healthy run, trained as detection/training.py trains it (batches in
+        the same order every pass, `zero_grad` after the forward, EVAL passes by `set_mode`)."""
+        setup = setup_fn()
+        model, crit = setup.model, nn.CrossEntropyLoss()
+        h = hook(trial_dir)
+        h.register_module(model)
+        h.register_loss(crit)
+        opt = torch.optim.SGD(model.parameters(), lr=setup.lr, momentum=setup.momentum)
+        (x, y), (xv, yv) = setup.train, setup.val
+        bs = setup.batch_size
+        n_batches = max(len(x) // bs, 1)
+        for step in range(setup.steps):
+            h.set_mode(ModeKeys.TRAIN)
+            model.train()
+            i = (step % n_batches) * bs
+            loss = crit(model(x[i:i + bs]), y[i:i + bs])
+            opt.zero_grad()
+            loss.backward()
+            opt.step()
+            if setup.eval_every and (step + 1) % setup.eval_every == 0:
+                h.set_mode(ModeKeys.EVAL)
+                model.eval()
+                with torch.no_grad():
+                    for b in range(setup.eval_batches):
+                        crit(model(xv[b * 128:(b + 1) * 128]), yv[b * 128:(b + 1) * 128])
+        h.close()
+    return run
+
+
 @dataclass(frozen=True)
 class Case:
     name: str
@@ -330,4 +364,8 @@ CASES: tuple[Case, ...] = (
          params={"FrozenParametersChanged": {"frozen_regex": r"^backbone\."}}),
     Case("lazy_head_eval", lazy_head_eval, "ParametersNotTraining"),
     Case("ddp_drift", ddp_drift, "ReplicaDivergence", slow=True),
+    # healthy pipelines: the detection matrix's (an MLP, a CNN, an embedding text model)
+    Case("healthy_mlp", _healthy(scenarios.healthy_mlp), "", ("healthy",)),
+    Case("healthy_cnn", _healthy(scenarios.healthy_cnn), "", ("healthy",)),
+    Case("healthy_text", _healthy(scenarios.healthy_text), "", ("healthy",)),
 )

@@ -45,5 +45,5 @@ def render(results: list[dict[str, Any]]) -> str:
               "## Cases", ""]
     for case in CASES:
         doc = " ".join((inspect.getdoc(case.run) or "").split())
-        lines.append(f"- **{case.name}** (expected: {case.rule}): {doc}")
+        lines.append(f"- **{case.name}** (expected: {case.rule or 'no rule fires'}): {doc}")
     return "\n".join(lines) + "\n"

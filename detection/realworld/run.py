@@ -49,7 +49,7 @@ def summary(results: list[dict[str, Any]], rules: Iterable[str] = RULES) -> dict
     """Per rule and for the set: bugs caught (firing on the buggy run and not on its fix), the
     bugs caught by the case's own rule, false alarms on fixed and healthy runs."""
     by = {(r["case"], r["variant"]): r for r in results}
-    cases = sorted({r["case"] for r in results}, key=[c.name for c in CASES].index)
+    cases = sorted({r["case"] for r in results if r["variant"] == "buggy"}, key=[c.name for c in CASES].index)
     clean = [r for r in results if r["variant"] != "buggy"]
     rules = list(rules)
     per_rule = {}

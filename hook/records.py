@@ -20,6 +20,7 @@ import hashlib
 import logging
 import os
 import time
+import weakref
 from collections.abc import Callable
 from pathlib import Path
 from typing import Any
@@ -90,7 +91,8 @@ class Recorder:
         self._buffers: list[tuple[str, torch.Tensor]] = []
         self._layout_key: Any = None
         self._dirty = True
-        self._optimizers: dict[int, Any] = {}  # id -> optimizer (held alive only as long as the job holds it)
+        # id -> optimizer, held only as long as the job holds it
+        self._optimizers: weakref.WeakValueDictionary[int, Any] = weakref.WeakValueDictionary()
         self._opt_steps = 0
         self._opt_at_last_backward = 0
         self._armed = False
@@ -200,7 +202,8 @@ class Recorder:
         if self._dirty:
             self._layout()
         flags = tuple(p.requires_grad for _, p in self._params)
-        held_ids = {id(p) for opt in self._optimizers.values() for g in opt.param_groups for p in g["params"]}
+        optimizers = list(self._optimizers.values())
+        held_ids = {id(p) for opt in optimizers for g in opt.param_groups for p in g["params"]}
         key = (tuple(n for n, _ in self._params), flags, frozenset(held_ids), len(self._new_in_eval))
         if key != self._layout_key:
             self._layout_key = key
@@ -210,7 +213,7 @@ class Recorder:
                 "ndims": [_ndim(p) for _, p in self._params],
                 "frozen": [n for n, p in self._params if not p.requires_grad],
                 "held": [n for n, p in self._params if id(p) in held_ids],
-                "optimizers": len(self._optimizers),
+                "optimizers": len(optimizers),
                 "buffers": [n for n, _ in self._buffers],
                 "frozen_buffers": self._frozen_buffers(),
                 "new_in_eval": list(self._new_in_eval),

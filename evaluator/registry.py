@@ -33,8 +33,9 @@ from sdlocal.trial.smdebug_shim import use_sdlocal_smdebug
 BUILTIN_RULES: dict[str, type[Rule]] = {
     cls.__name__: cls for cls in [*builtin_rule_classes(), *builtin_profiler_rule_classes()]
 }
-# The `sdlocal rules` listing's order of groups (rules.md's), then any other.
-GROUP_ORDER = ("universal", "deep learning", "DL applications", "XGBoost", "profiler")
+# The `sdlocal rules` listing's order of groups (rules.md's; sdlocal's own Debugger rules before the
+# profiler rules: docs/rules-beyond-debugger.md), then any other.
+GROUP_ORDER = ("universal", "deep learning", "DL applications", "XGBoost", "beyond Debugger", "profiler")
 
 # Parameters every Rule constructor may take that are not rule parameters proper.
 _FRAMEWORK_PARAMETERS = ("base_trial", "action_str", "other_trials")

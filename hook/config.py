@@ -72,6 +72,8 @@ OPTIONAL_REGEX: dict[str, tuple[str, ...]] = {
     "input_sequence": (),
     "labels": (),
     "predictions": (),
+    # sdlocal's training records (hook/records.py, sdlocal.trial.records): no tensors, a sidecar
+    "sdlocal_records": (),
 }
 ALWAYS_SAVED = frozenset({"losses"})
 

@@ -36,7 +36,7 @@ from typing import Any
 import numpy as np
 import torch
 
-from sdlocal.hook import _current, _tensorboard, _timeline
+from sdlocal.hook import _current, _tensorboard, _timeline, records
 from sdlocal.hook import _members as members
 from sdlocal.hook._copier import Ready, Rows, Snapshot
 from sdlocal.hook._job_paths import job_path
@@ -142,6 +142,7 @@ class Hook:
         # The framework timeline (hook._timeline), when the job's profiler config enables it.
         self._timeline = _timeline.current()
         self._timeline_handle: Any = None
+        self._records: records.Recorder | None = None  # sdlocal's training records (hook/records.py)
         self._model_name = ""
         atexit.register(self._close_at_exit)
         _current.install(self)
@@ -189,6 +190,10 @@ class Hook:
         self._model = module
         self._model_name = module._get_name()
         self._step_handle = module.register_forward_pre_hook(self._on_step_start)
+        if self._write_enabled:
+            self._records = records.for_config(self.config, self.out_dir, lambda: _distributed()[0])
+            if self._records is not None:
+                self._records.attach(module)
         self._attach_model(module)
         if self._timeline is not None:
             self._timeline_handle = module.register_forward_hook(self._timeline.forward_end)
@@ -295,6 +300,8 @@ class Hook:
                 active |= bit
         self._active = active
         self._steps.step(active)
+        if self._records is not None:
+            self._records.on_step_start(self.step, mode, mode_step, module, inputs)
         if active & self._param_mask:
             # Weights as they enter this step's forward (the optimizer later updates them in place).
             for tname, param, mask in self._params:
@@ -535,6 +542,8 @@ class Hook:
             if h is not None:
                 h.remove()
         self._step_handle, self._timeline_handle, self._attach_handles = None, None, []
+        if self._records is not None:
+            self._records.close()
         atexit.unregister(self._close_at_exit)
 
     def close(self) -> None:

@@ -57,6 +57,9 @@ def test_builtin_rule_infos() -> None:
                           "TensorVariance", "VanishingGradient", "WeightUpdateRatio"},
         "DL applications": {"CheckInputImages", "NLPSequenceRatio"},
         "XGBoost": {"CreateXgboostReport", "FeatureImportanceOverweight", "TreeDepth"},
+        # sdlocal's own Debugger rules (docs/rules-beyond-debugger.md), before the profiler rules
+        "beyond Debugger": {"EvaluationMisuse", "FrozenParametersChanged", "GradientsNotReset",
+                            "ParametersNotTraining", "RepeatedBatches", "ReplicaDivergence"},
         "profiler": {"BatchSize", "CPUBottleneck", "Dataloader", "GPUMemoryIncrease", "IOBottleneck",
                      "LoadBalancing", "LowGPUUtilization", "MaxInitializationTime", "OverallSystemUsage",
                      "OverallFrameworkMetrics", "StepOutlier", "ProfilerReport"},
@@ -185,7 +188,10 @@ def test_each_tensor_rule_owns_its_default_collections() -> None:
     assert added == {"ClassImbalance": ["labels", "predictions"], "Confusion": ["labels", "predictions"],
                      "SaturatedActivation": ["tanh_input", "sigmoid_input"], "PoorWeightInitialization": ["gradients"],
                      "TreeDepth": ["trees"], "CreateXgboostReport": ["average_shap", "losses"],
-                     "Overfit": ["losses"], "Overtraining": ["losses"]}
+                     "Overfit": ["losses"], "Overtraining": ["losses"],
+                     **{name: ["sdlocal_records"] for name in (
+                         "EvaluationMisuse", "FrozenParametersChanged", "GradientsNotReset", "ParametersNotTraining",
+                         "RepeatedBatches", "ReplicaDivergence")}}
     assert default_collections("NoSuchRule") == ()
 
 

@@ -2,7 +2,6 @@
 `sdlocal serve` alike (both register in $SDLOCAL_HOME/running while they run: launcher/job/run.py)."""
 from __future__ import annotations
 
-import json
 from pathlib import Path
 from typing import Any
 
@@ -20,11 +19,14 @@ def job_endpoint(folder: Path, flag: str | None, choice: str | None) -> Any:
 
     if flag or choice:
         return options.endpoint(flag, choice)
+    from sdlocal.launcher.errors import JobError
+    from sdlocal.launcher.job.record import read_record
+
     try:
-        record = json.loads((folder / "job.json").read_text())
-        url, source = record.get("S3EndpointUrl"), record.get("S3EndpointSource")
-    except (OSError, ValueError, AttributeError):
-        url = source = None
+        record = read_record(folder) or {}
+    except JobError:
+        record = {}  # said by the command that reads its rules
+    url, source = record.get("S3EndpointUrl"), record.get("S3EndpointSource")
     if source == "aws":
         return options.endpoint(None, "aws")
     if source == "embedded" or not url:
@@ -46,7 +48,10 @@ def job_endpoint(folder: Path, flag: str | None, choice: str | None) -> Any:
 def summary(job_name: str, s3_output_path: str | None, s3_endpoint_url: str | None, s3_choice: str | None,
             work_dir: Path | None, as_json: bool) -> None:
     """The rules' evaluation statuses of JOB_NAME (Debugger rules, then profiler rules)."""
-    from sdlocal.launcher.statuses.summary import rule_job_summary, rules_of_job, training_outcome
+    from sdlocal.evaluator.rule import RuleKind
+    from sdlocal.launcher.errors import JobError
+    from sdlocal.launcher.job.record import describe_outcome, read_record, recorded_rules
+    from sdlocal.launcher.statuses.summary import RuleRef, rule_job_summary, rules_of_job
     from sdlocal.trial.storage import open_storage
 
     folder = options.job_dir(job_name, work_dir).root
@@ -55,8 +60,17 @@ def summary(job_name: str, s3_output_path: str | None, s3_endpoint_url: str | No
     def storage(uri: str) -> Any:
         return open_storage(uri, client=client)  # every call with the retry policy
 
-    refs = rules_of_job(storage, job_name, output_path=s3_output_path, job_dir=folder)
-    outcome = training_outcome(job_name, folder)
+    try:
+        record = read_record(folder)
+    except JobError:
+        if s3_output_path is None:
+            raise
+        record = None  # the statuses come from the path given
+    recorded = None if record is None or s3_output_path is not None else [
+        RuleRef(r.name, r.output, RuleKind.PROFILER if r.profiler else RuleKind.DEBUGGER, r.evaluated)
+        for r in recorded_rules(folder, record)]
+    refs = rules_of_job(storage, job_name, output_path=s3_output_path, recorded=recorded)
+    outcome = describe_outcome(job_name, record) if record is not None else None
     if outcome:
         click.echo(outcome, err=True)
     rows = rule_job_summary(refs, storage)

@@ -82,7 +82,8 @@ def run(ctx: click.Context, spec_file: Path | None, entry_point: str | None, sou
 
       sdlocal run --entry-point train.py -p lr=0.1 --rule VanishingGradient --rule-param threshold=1e-6
     """
-    from sdlocal.launcher.job.model import RunOptions, describe_outcome
+    from sdlocal.launcher.job.model import RunOptions
+    from sdlocal.launcher.job.record import describe_outcome
     from sdlocal.launcher.job.run import run_job, stop_on_signals
     from sdlocal.launcher.runtime import ProcessRuntime
     from sdlocal.launcher.runtime.docker_config import HostLimits, RuleLimits

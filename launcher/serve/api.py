@@ -85,7 +85,7 @@ class SageMakerApi:
         return {"TrainingJobArn": job.arn}
 
     def op_DescribeTrainingJob(self, body: Mapping[str, Any]) -> dict[str, Any]:
-        return self.job(body).describe(self.client)
+        return self.job(body).describe()
 
     def op_StopTrainingJob(self, body: Mapping[str, Any]) -> dict[str, Any]:
         job = self.job(body)

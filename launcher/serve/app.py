@@ -160,6 +160,6 @@ class ServeServer:
         # find it), its stop file watched, the runtime closed at the end
         result = run_job(spec, job_dir=job.job_dir, endpoint=self.endpoint, runtime=runtime, options=self.options,
                          echo=echo, stop=job.stop, client=self.client("s3"), home=self.home,
-                         on_lifecycle=job.attach, on_phase=job.phase)
+                         on_lifecycle=job.attach)
         echo(f"{result.training_status}; rules: " + ", ".join(
             f"{r['RuleConfigurationName']} {r['RuleEvaluationStatus']}" for r in result.statuses))

@@ -17,11 +17,11 @@ from sdlocal.launcher.jobdir.folder import JobDir
 from sdlocal.launcher.s3.endpoint import S3Endpoint
 from sdlocal.launcher.serve.logs import HostLogPumps
 from sdlocal.launcher.spec.model import JobSpec
-from sdlocal.launcher.statuses.summary import RuleRef, api_rule_status, rule_job_summary
-from sdlocal.trial.storage import open_storage
+from sdlocal.launcher.statuses.summary import api_rule_status
 
 if TYPE_CHECKING:
     from sdlocal.launcher.job.lifecycle import JobLifecycle
+    from sdlocal.launcher.job.record import Snapshot
 
 TERMINAL = ("Completed", "Failed", "Stopped")
 # Fields of CreateTrainingJob that DescribeTrainingJob gives back as sent (botocore's sagemaker model:
@@ -99,8 +99,14 @@ class ServedJob:
         self._thread.start()
 
     def attach(self, lifecycle: JobLifecycle) -> None:
-        """The job's lifecycle, once made: its rules' statuses are read through it."""
+        """The job's lifecycle, once made: what it publishes (launcher/job/record.py's JobState) is
+        observed: its SecondaryStatus moves, its rules' statuses."""
         self.lifecycle = lifecycle
+        lifecycle.state.listen(self._observe)
+
+    def _observe(self, before: Snapshot, after: Snapshot) -> None:
+        if (after.secondary, after.status) != (before.secondary, before.status):
+            self.phase(after.secondary, after.message)
 
     def join(self, timeout: float) -> bool:
         self._thread.join(timeout)
@@ -174,28 +180,25 @@ class ServedJob:
                               self.clock())
 
     # -- DescribeTrainingJob -----------------------------------------------------------------------
-    def rule_statuses(self, client: Any) -> tuple[list[dict[str, Any]], list[dict[str, Any]]]:
-        """The rules' statuses, read as the job's launcher reads them (through its status keepers),
-        else from S3 with the retry policy."""
-        spec = self.spec
-        refs = [RuleRef(r.name, r.output, r.kind) for r in spec.debug_rules + spec.profiler_rules]
+    def rule_statuses(self) -> tuple[list[dict[str, Any]], list[dict[str, Any]]]:
+        """The rules' statuses as the job's lifecycle last published them (it reads them every
+        settle interval while the job runs, and at its end): never a wait on S3 or on the job."""
         lifecycle = self.lifecycle
-        open_output = lifecycle.rule_output if lifecycle is not None else (lambda uri: open_storage(uri, client=client))
-        try:
-            rows = {row["RuleConfigurationName"]: row for row in rule_job_summary(refs, open_output)}
-        except Exception:  # noqa: BLE001 - S3 not answering: the statuses are not known yet
-            rows = {}
+        published = {r.name: r for r in lifecycle.state.snapshot().rules} if lifecycle is not None else {}
 
         def api(rules: tuple[Any, ...]) -> list[dict[str, Any]]:
             out = []
             for r in rules:
-                row = rows.get(r.name) or {"RuleConfigurationName": r.name, "RuleEvaluationStatus": "InProgress"}
-                out.append(api_rule_status(row, self.name, self.created, self.region))
+                row = published.get(r.name)
+                fields = {"RuleConfigurationName": r.name, "RuleEvaluationStatus": "InProgress"} if row is None else {
+                    "RuleConfigurationName": r.name, "RuleEvaluationStatus": row.status.value,
+                    "StatusDetails": row.details, "LastModifiedTime": row.modified}
+                out.append(api_rule_status(fields, self.name, self.created, self.region))
             return out
 
-        return api(spec.debug_rules), api(spec.profiler_rules)
+        return api(self.spec.debug_rules), api(self.spec.profiler_rules)
 
-    def describe(self, client: Any) -> dict[str, Any]:
+    def describe(self) -> dict[str, Any]:
         with self._lock:
             out: dict[str, Any] = {"TrainingJobName": self.name, "TrainingJobArn": self.arn,
                                    "ModelArtifacts": {"S3ModelArtifacts": self.spec.model_artifacts},
@@ -226,7 +229,7 @@ class ServedJob:
             if self.training_start is not None and self.training_end is not None:
                 seconds = max(1, round(self.training_end - self.training_start))
                 out["TrainingTimeInSeconds"] = out["BillableTimeInSeconds"] = seconds
-        debug, profiler = self.rule_statuses(client)
+        debug, profiler = self.rule_statuses()
         if self.spec.debug_rules:
             out["DebugRuleEvaluationStatuses"] = debug
         if self.spec.profiler_rules:

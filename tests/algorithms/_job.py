@@ -107,7 +107,7 @@ def run_algorithm(tmp: Path, hyperparameters: dict[str, str], channels: list[dic
         request["DebugRuleConfigurations"] = rules
     spec = JobSpec.from_request(request, base_dir=tmp)
     job = JobDir(tmp / "job")
-    write_configs(spec, job, None)
+    write_configs(spec, job)
     data_inputs = stage_channels(None, spec.channels, job.input_data, echo=lambda _line: None)
     if edit is not None:
         edit(job)

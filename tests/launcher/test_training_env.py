@@ -43,7 +43,7 @@ def test_sm_variables_are_the_toolkits(tmp_path: Path, toolkit: dict[str, Any]) 
 def test_config_files_are_what_the_toolkit_reads(tmp_path: Path, toolkit: dict[str, Any]) -> None:
     spec = toolkit_spec(tmp_path, toolkit)
     job_dir = JobDir(tmp_path / "job")
-    write_configs(spec, job_dir, None)
+    write_configs(spec, job_dir)
     training_env = json.loads(toolkit["env"]["SM_TRAINING_ENV"])
     assert json.loads(job_dir.config_file("resourceconfig").read_text()) == training_env["resource_config"]
     assert json.loads(job_dir.config_file("inputdataconfig").read_text()) == training_env["input_data_config"]

@@ -83,12 +83,21 @@ def summary(job_name: str, s3_output_path: str | None, s3_endpoint_url: str | No
 @click.option("--host", metavar="HOST", default="algo-1", show_default=True,
               help="Which host's training log, in a job of several hosts (algo-1, algo-2, ...).")
 @options.work_dir_option
-def logs(job_name: str, rule_name: str | None, host: str, work_dir: Path | None) -> None:
+@click.option("--follow", "-f", is_flag=True,
+              help="Keep printing the lines as they are written, until the job ends (as `tail -f`).")
+def logs(job_name: str, rule_name: str | None, host: str, work_dir: Path | None, follow: bool) -> None:
     """Print the training log of JOB_NAME (one host's; or one rule evaluator's), for either runtime."""
+    from sdlocal.launcher.job.registry import find_running
+    from sdlocal.launcher.settings import sdlocal_home
+
     job_dir = options.job_dir(job_name, work_dir)
-    if not job_dir.root.is_dir():
+    running = follow and find_running(sdlocal_home(), job_name) is not None
+    if not job_dir.root.is_dir() and not running:
         raise click.ClickException(f"unknown job {job_name}: no job folder at {job_dir.root}")
     path = job_dir.rule_log(rule_name) if rule_name else job_dir.training_log(host)
+    if running:
+        _follow(path, lambda: find_running(sdlocal_home(), job_name) is not None)
+        return
     if not rule_name and not path.is_file() and job_dir.training_log().is_file():
         hosts = ["algo-1"] + sorted((p.name[len("training-"):-len(".log")] for p in job_dir.logs.glob("training-*.log")),
                                     key=lambda h: (len(h), h))
@@ -98,6 +107,22 @@ def logs(job_name: str, rule_name: str | None, host: str, work_dir: Path | None)
         what = f"rule {rule_name!r}" if rule_name else "training"
         raise click.ClickException(f"job {job_name} has no {what} log (rules with logs: {', '.join(known) or 'none'})")
     click.echo(path.read_text(errors="replace"), nl=False)
+
+
+def _follow(path: Path, running: Any, interval: float = 0.5) -> None:
+    """Print `path`'s lines as they are written while `running()`; then the rest."""
+    import time
+
+    from sdlocal.launcher.cli.follow import FileTail
+
+    tail = FileTail(path)
+    while True:
+        alive = running()  # asked before the read: what is written before it ends is printed below
+        for line in tail.read(final=not alive):
+            click.echo(line)
+        if not alive:
+            return
+        time.sleep(interval)
 
 
 @click.command()

@@ -1,6 +1,8 @@
 """A training job created through `sdlocal serve`: run in a thread on the path `sdlocal run` takes
-(launcher/job/run.py), and what DescribeTrainingJob says of it (statuses, SecondaryStatusTransitions
-with their times, the request's configs echoed, the rules' statuses read through its launcher)."""
+(launcher/job/run.py) once its queue (launcher/serve/queue.py) has room for it, and what
+DescribeTrainingJob says of it (statuses, SecondaryStatusTransitions with their times, the request's
+configs echoed, the rules' statuses as its lifecycle published them). Describe reads what the job
+holds under one short lock: it never waits on the job's work, nor on S3."""
 from __future__ import annotations
 
 import threading
@@ -21,7 +23,8 @@ from sdlocal.launcher.statuses.summary import api_rule_status
 
 if TYPE_CHECKING:
     from sdlocal.launcher.job.lifecycle import JobLifecycle
-    from sdlocal.launcher.job.record import Snapshot
+    from sdlocal.launcher.job.record import JobState, Snapshot
+    from sdlocal.launcher.serve.queue import JobQueue
 
 TERMINAL = ("Completed", "Failed", "Stopped")
 # Fields of CreateTrainingJob that DescribeTrainingJob gives back as sent (botocore's sagemaker model:
@@ -61,7 +64,8 @@ class ServedJob:
 
     def __init__(self, request: Mapping[str, Any], spec: JobSpec, *, job_dir: JobDir, endpoint: S3Endpoint,
                  run: Callable[[ServedJob], Any], logs: Any, region: str, cloudwatch: Any = None,
-                 clock: Callable[[], float] = time.time, on_log_error: Callable[[str], None] = lambda m: None) -> None:
+                 clock: Callable[[], float] = time.time, on_log_error: Callable[[str], None] = lambda m: None,
+                 queue: JobQueue | None = None) -> None:
         self.request = dict(request)
         self.spec = spec
         self.job_dir = job_dir
@@ -69,7 +73,7 @@ class ServedJob:
         self.region = region
         self.clock = clock
         self.arn = arn("training-job", spec.job_name.lower(), region)
-        self.lifecycle: JobLifecycle | None = None  # set when the job starts running
+        self.state: JobState | None = None  # what its lifecycle publishes, once it runs
         self.stop = threading.Event()
         self.status = "InProgress"
         self.failure_reason: str | None = None
@@ -84,6 +88,7 @@ class ServedJob:
                                  clock=clock, on_error=on_log_error,
                                  on_lines=self.metrics.lines if spec.metric_definitions else None)
         self._run = run
+        self._queue = queue
         self._lock = threading.Lock()
         self._thread = threading.Thread(target=self._main, name=f"job-{spec.job_name}", daemon=True)
 
@@ -96,12 +101,31 @@ class ServedJob:
         return self.transitions[-1].status
 
     def start(self) -> None:
+        """Run now, or once its queue has room."""
+        if self._queue is None:
+            self.launch()
+        else:
+            self._queue.submit(self)
+
+    def launch(self) -> None:
+        with self._lock:
+            if self.status in TERMINAL:  # stopped while it waited
+                return
         self._thread.start()
+
+    def waiting(self, message: str) -> None:
+        """Its place in the queue: SecondaryStatus Starting, as SageMaker shows a job waiting for capacity."""
+        with self._lock:
+            last = self.transitions[-1]
+            if last.status == "Starting" and self.status == "InProgress":
+                self.transitions[-1] = Transition(last.status, message, last.start)
+                self.modified = self.clock()
 
     def attach(self, lifecycle: JobLifecycle) -> None:
         """The job's lifecycle, once made: what it publishes (launcher/job/record.py's JobState) is
-        observed: its SecondaryStatus moves, its rules' statuses."""
-        self.lifecycle = lifecycle
+        observed: its SecondaryStatus moves, its rules' statuses (only the state is kept: the
+        lifecycle and what it holds go once the job ends)."""
+        self.state = lifecycle.state
         lifecycle.state.listen(self._observe)
 
     def _observe(self, before: Snapshot, after: Snapshot) -> None:
@@ -109,7 +133,8 @@ class ServedJob:
             self.phase(after.secondary, after.message)
 
     def join(self, timeout: float) -> bool:
-        self._thread.join(timeout)
+        if self._thread.ident is not None:  # never started: it waited in the queue
+            self._thread.join(timeout)
         return not self._thread.is_alive()
 
     @property
@@ -158,11 +183,16 @@ class ServedJob:
             self.failure_reason = reason or "AlgorithmError: the training failed (see its log)"
 
     def request_stop(self) -> None:
-        """StopTrainingJob: Stopping at once, Stopped once the lifecycle ended the training."""
+        """StopTrainingJob: Stopping at once, Stopped once the lifecycle ended the training; a job
+        still waiting in the queue is Stopped at once."""
+        withdrawn = self._queue is not None and self._queue.withdraw(self)
         with self._lock:
             if self.status in TERMINAL or self.stop.is_set():
                 return
             self.stop.set()
+            if withdrawn:
+                self._end("Stopped", "", self.clock())
+                return
             self.status = "Stopping"
             self._move("Stopping", "Stopping the training job", self.clock())
 
@@ -178,13 +208,15 @@ class ServedJob:
                 if self.status not in TERMINAL:
                     self._end("Stopped" if self.stop.is_set() else "Failed", "ClientError: the job ended early",
                               self.clock())
+            if self._queue is not None:
+                self._queue.done(self)
 
     # -- DescribeTrainingJob -----------------------------------------------------------------------
     def rule_statuses(self) -> tuple[list[dict[str, Any]], list[dict[str, Any]]]:
         """The rules' statuses as the job's lifecycle last published them (it reads them every
         settle interval while the job runs, and at its end): never a wait on S3 or on the job."""
-        lifecycle = self.lifecycle
-        published = {r.name: r for r in lifecycle.state.snapshot().rules} if lifecycle is not None else {}
+        state = self.state
+        published = {r.name: r for r in state.snapshot().rules} if state is not None else {}
 
         def api(rules: tuple[Any, ...]) -> list[dict[str, Any]]:
             out = []

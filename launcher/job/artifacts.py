@@ -21,6 +21,7 @@ from collections.abc import Callable, Sequence
 from pathlib import Path
 from typing import TYPE_CHECKING
 
+from sdlocal.launcher.jobdir.training_env import training_environment
 from sdlocal.trial.errors import one_line
 from sdlocal.trial.storage import Storage
 
@@ -131,7 +132,7 @@ def publish_outputs(spec: JobSpec, job_dir: JobDir, training: Handle | None, res
         elif command is None and spec.command is not None:  # the container command's
             command = spec.command.argv()
         return failure_reason(job_dir.host_dir(failed.host).failure_file, result.training_exit_code,
-                              spec.entry_point, spec.training_environment(failed.host).user_args(), failed.log_lines,
+                              spec.entry_point, training_environment(spec, failed.host).user_args(), failed.log_lines,
                               message=failed.message, command=command), None
     if training is None:
         return None, None

@@ -7,6 +7,7 @@ from pathlib import Path
 from typing import Any
 
 from sdlocal.launcher.jobdir.folder import JobDir
+from sdlocal.launcher.jobdir.training_env import training_environment
 from sdlocal.launcher.spec.model import JobSpec
 
 
@@ -29,7 +30,7 @@ def write_host_configs(spec: JobSpec, host_dir: JobDir, host: str) -> None:
         _dump(host_dir.config_file("profilerconfig"), spec.profiler.to_container_config(str(host_dir.profiler)))
     if spec.tensorboard is not None:
         _dump(host_dir.config_file("tensorboardoutputconfig"), {"LocalPath": str(host_dir.tensorboard)})
-    env = spec.training_environment(host)
+    env = training_environment(spec, host)
     _dump(host_dir.config_file("resourceconfig"), env.resource_config())
     _dump(host_dir.config_file("inputdataconfig"), env.input_data_config())
     _dump(host_dir.config_file("hyperparameters"), dict(spec.request_hyperparameters))  # as sent, as SageMaker does

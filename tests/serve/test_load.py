@@ -21,7 +21,7 @@ from tests.serve.conftest import parse_exports, sdlocal
 pytestmark = pytest.mark.slow
 
 JOBS = 20
-LIMIT = 4
+LIMIT = 3
 POLLERS = 4
 RATE_HZ = 10
 P99_LIMIT_S = 0.25

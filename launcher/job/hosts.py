@@ -19,6 +19,7 @@ from dataclasses import dataclass
 from datetime import datetime
 from typing import TYPE_CHECKING
 
+from sdlocal.launcher.job.error_lines import error_message, has_error_line
 from sdlocal.launcher.jobdir.folder import JobDir
 from sdlocal.launcher.jobdir.training_env import training_environment
 from sdlocal.launcher.runtime.base import (
@@ -321,8 +322,6 @@ class HostFailure:
 
 def host_failure(spec: JobSpec, training: Handle | None, lines: int = 400) -> HostFailure:
     """The failure of `training` (a HostGroup: its failed host's)."""
-    from sdlocal.launcher.job.artifacts import error_message, has_error_line
-
     host = getattr(training, "failed_host", None) or spec.hosts[0]
     log = training.last_log_lines(lines) if training is not None else []
     if spec.distribution.kind == MPI:
@@ -351,7 +350,6 @@ _MPI_EXIT = re.compile(r"Exit code:\s*(-?\d+)")
 def _mpi_failure(spec: JobSpec, log: list[str]) -> HostFailure:
     """mpirun's "The first process to do so was: Process name: [[J,1],R] Exit code: C": rank R's
     host (`-map-by slot`), its own error line (`--tag-output`: `[1,R]<stderr>:...`)."""
-    from sdlocal.launcher.job.artifacts import error_message, has_error_line
     from sdlocal.launcher.runtime.mpi import rank_host
 
     text = "\n".join(log)

@@ -25,6 +25,7 @@ from typing import TYPE_CHECKING, Any
 
 from sdlocal.evaluator.status import Status as RuleStatus
 from sdlocal.launcher.errors import JobError
+from sdlocal.launcher.jobdir.folder import RECORD
 
 if TYPE_CHECKING:
     from sdlocal.launcher.spec.model import JobSpec
@@ -32,7 +33,6 @@ if TYPE_CHECKING:
 __all__ = ["MAX_RUNTIME_EXCEEDED", "MAX_RUNTIME_MESSAGE", "RULE_TERMINAL", "TERMINAL", "JobState", "JobStatus",
            "RecordedRule", "RuleRow", "RuleStatus", "Snapshot", "describe_outcome", "new_record", "read_record", "recorded_rules", "update_record", "write_record"]
 
-RECORD_FILE = "job.json"
 # SageMaker's words for a training stopped at StoppingCondition.MaxRuntimeInSeconds: TrainingJobStatus
 # Stopped, SecondaryStatus MaxRuntimeExceeded (botocore's sagemaker model); the message is the API
 # reference's description of that secondary status (SecondaryStatusTransition).
@@ -153,7 +153,7 @@ class JobState:
 
 # -- job.json: the record a job leaves in its folder ---------------------------------------------
 def record_path(job_folder: Path) -> Path:
-    return job_folder / RECORD_FILE
+    return job_folder / RECORD
 
 
 def read_record(job_folder: Path) -> dict[str, Any] | None:

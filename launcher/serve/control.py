@@ -25,6 +25,7 @@ from sdlocal.launcher.s3.endpoint import DEFAULT_BUCKET, DUMMY_CREDENTIALS, REGI
 from sdlocal.launcher.wait import Deadline, wait_for
 
 DEFAULT_PORT = 8775
+SWITCH_INTERVAL_S = 0.001
 
 
 class ServeError(LauncherError):
@@ -89,6 +90,9 @@ def serve_foreground(home: Path, *, port: int, runtime: str, echo: Callable[[str
                              max_concurrent_jobs=max_concurrent_jobs)
     except OSError as e:
         raise ServeError(f"cannot listen on 127.0.0.1:{port}: {e.strerror or e} (choose another --port)") from e
+    # the GIL passes between threads every 1 ms, not 5: a Describe answered by one thread waits less
+    # behind the jobs' threads (uploads, S3 requests of evaluators) that keep it busy
+    sys.setswitchinterval(SWITCH_INTERVAL_S)
     server.start()
     write_sdk_config(home)
     ready(server.url)

@@ -16,12 +16,13 @@ from typing import Any
 import boto3
 import pytest
 
+from sdlocal.launcher.serve.control import read_state
 from tests.serve.conftest import parse_exports, sdlocal
 
 pytestmark = pytest.mark.slow
 
 JOBS = 20
-LIMIT = 3
+LIMIT = 4
 POLLERS = 4
 RATE_HZ = 10
 P99_LIMIT_S = 0.25
@@ -88,6 +89,8 @@ def test_twenty_jobs_wait_their_turn_and_describe_stays_fast(serve: tuple[Path, 
         return boto3.client("sagemaker", endpoint_url=url, region_name="us-east-1", aws_access_key_id="x",
                             aws_secret_access_key="x")
 
+    pid = read_state(home).pid  # type: ignore[union-attr]
+    rss_before = rss_mib(pid)
     names = [f"load-{i:02d}" for i in range(JOBS)]
     with ThreadPoolExecutor(JOBS) as pool:  # all at once
         list(pool.map(lambda name: client().create_training_job(**request(name, script)), names))
@@ -127,7 +130,6 @@ def test_twenty_jobs_wait_their_turn_and_describe_stays_fast(serve: tuple[Path, 
         done.set()
         for t in pollers:
             t.join(10)
-    pid = int((home / "serve.json").read_text().split('"pid": ')[1].split(",")[0])
     rss = rss_mib(pid)
 
     outcomes = {n: (d["TrainingJobStatus"], d["DebugRuleEvaluationStatuses"][0]["RuleEvaluationStatus"])
@@ -150,6 +152,7 @@ def test_twenty_jobs_wait_their_turn_and_describe_stays_fast(serve: tuple[Path, 
     latencies.sort()
     p50, p99 = latencies[len(latencies) // 2], latencies[int(len(latencies) * 0.99)]
     print(f"Describe: {len(latencies)} calls, p50 {p50 * 1000:.1f} ms, p99 {p99 * 1000:.1f} ms, "
-          f"max {latencies[-1] * 1000:.1f} ms; serve RSS after {JOBS} jobs: {rss:.0f} MiB")
+          f"max {latencies[-1] * 1000:.1f} ms; serve RSS {rss_before:.0f} MiB before, {rss:.0f} MiB after {JOBS} jobs")
+    assert rss - rss_before < 256, f"serve grew by {rss - rss_before:.0f} MiB for {JOBS} tiny jobs"
     assert len(latencies) > POLLERS * RATE_HZ * 5  # polled through the run
     assert p99 < P99_LIMIT_S, f"Describe p99 {p99 * 1000:.0f} ms (p50 {p50 * 1000:.0f} ms)"

@@ -18,7 +18,8 @@ from typing import Protocol
 
 
 class Queued(Protocol):
-    name: str
+    @property
+    def name(self) -> str: ...
 
     def launch(self) -> None: ...
 

@@ -20,7 +20,7 @@ from sdlocal.launcher.s3.endpoint import DEFAULT_BUCKET, DUMMY_CREDENTIALS, REGI
 from sdlocal.launcher.serve import iam
 from sdlocal.launcher.serve.api import ApiError, SageMakerApi
 from sdlocal.launcher.serve.iam import signing_service
-from sdlocal.launcher.serve.jobs import TERMINAL, ServedJob, job_folder
+from sdlocal.launcher.serve.jobs import ServedJob, job_folder
 from sdlocal.launcher.serve.logs import ensure_log_group
 from sdlocal.launcher.serve.queue import JobQueue
 from sdlocal.launcher.spec.model import JobSpec
@@ -123,7 +123,7 @@ class ServeServer:
     def stop(self, timeout: float = 60.0) -> list[str]:
         """Stop the jobs still running (their rules end Stopped), then the server; the jobs that did
         not end within `timeout` are returned."""
-        jobs = [j for j in self.api.jobs.values() if j.status not in TERMINAL]
+        jobs = [j for j in self.api.jobs.values() if not j.status.ended]
         for job in sorted(jobs, key=lambda j: j.running):  # the waiting ones first: none starts now
             job.request_stop()
         deadline = time.monotonic() + timeout

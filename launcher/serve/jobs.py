@@ -15,6 +15,7 @@ from typing import TYPE_CHECKING, Any
 from sdlocal.evaluator.status import arn
 from sdlocal.launcher.job.metrics import MetricRecorder
 from sdlocal.launcher.job.model import RunOptions
+from sdlocal.launcher.job.record import MAX_RUNTIME_EXCEEDED, MAX_RUNTIME_MESSAGE, TERMINAL, JobStatus
 from sdlocal.launcher.jobdir.folder import JobDir
 from sdlocal.launcher.s3.endpoint import S3Endpoint
 from sdlocal.launcher.serve.logs import HostLogPumps
@@ -26,7 +27,6 @@ if TYPE_CHECKING:
     from sdlocal.launcher.job.record import JobState, Snapshot
     from sdlocal.launcher.serve.queue import JobQueue
 
-TERMINAL = ("Completed", "Failed", "Stopped")
 # Fields of CreateTrainingJob that DescribeTrainingJob gives back as sent (botocore's sagemaker model:
 # the members both shapes share)
 ECHOED = (
@@ -75,7 +75,7 @@ class ServedJob:
         self.arn = arn("training-job", spec.job_name.lower(), region)
         self.state: JobState | None = None  # what its lifecycle publishes, once it runs
         self.stop = threading.Event()
-        self.status = "InProgress"
+        self.status = JobStatus.IN_PROGRESS
         self.failure_reason: str | None = None
         self.created = self.modified = clock()
         self.training_start: float | None = None
@@ -117,7 +117,7 @@ class ServedJob:
         """Its place in the queue: SecondaryStatus Starting, as SageMaker shows a job waiting for capacity."""
         with self._lock:
             last = self.transitions[-1]
-            if last.status == "Starting" and self.status == "InProgress":
+            if last.status == "Starting" and self.status is JobStatus.IN_PROGRESS:
                 self.transitions[-1] = Transition(last.status, message, last.start)
                 self.modified = self.clock()
 
@@ -144,14 +144,14 @@ class ServedJob:
     # -- progress ----------------------------------------------------------------------------------
     def phase(self, status: str, message: str) -> None:
         """JobLifecycle's on_phase: a new SecondaryStatus (the previous one ends now)."""
-        if status in _SECONDARY_OF or status == "MaxRuntimeExceeded":
+        if status in _SECONDARY_OF or status == MAX_RUNTIME_EXCEEDED:
             self.pump.finish()  # the whole log is in CloudWatch before the job reads as ended
         with self._lock:
             now = self.clock()
             if status == "Training":
                 self.training_start = now
                 self.pump.start()
-            if status in _SECONDARY_OF or status == "MaxRuntimeExceeded":
+            if status in _SECONDARY_OF or status == MAX_RUNTIME_EXCEEDED:
                 self._end(status, message, now)
                 return
             if status == self.secondary_status:
@@ -168,17 +168,17 @@ class ServedJob:
         """The training's outcome (after publishing): TrainingJobStatus and its last transition."""
         if self.status in TERMINAL:
             return
-        status = "Stopped" if secondary == "MaxRuntimeExceeded" else secondary
+        status = "Stopped" if secondary == MAX_RUNTIME_EXCEEDED else secondary
         if self.stop.is_set() and status != "Failed":
             status = secondary = "Stopped"
         message = _SECONDARY_OF[status][1]
-        if secondary == "MaxRuntimeExceeded":
-            message = "The job stopped because it exceeded the maximum allowed runtime."
+        if secondary == MAX_RUNTIME_EXCEEDED:
+            message = MAX_RUNTIME_MESSAGE
         if self.training_start is not None and self.training_end is None:
             self.training_end = now
         self._move(secondary, message, now)
         self.transitions[-1] = Transition(secondary, message, now, now)
-        self.status = status
+        self.status = JobStatus(status)
         if status == "Failed":
             self.failure_reason = reason or "AlgorithmError: the training failed (see its log)"
 
@@ -193,7 +193,7 @@ class ServedJob:
             if withdrawn:
                 self._end("Stopped", "", self.clock())
                 return
-            self.status = "Stopping"
+            self.status = JobStatus.STOPPING
             self._move("Stopping", "Stopping the training job", self.clock())
 
     def _main(self) -> None:

@@ -9,6 +9,7 @@ read at call time (never at import), so a test or a command can set them just be
 | `SDLOCAL_SOURCE_MAX_MEMBERS` | the most members a source archive (sourcedir.tar.gz) may have | 25,000 |
 | `SDLOCAL_SOURCE_MAX_BYTES` | the most bytes a source archive may unpack to | 1 GiB |
 | `SDLOCAL_S3_RETRY_S` | how long every S3 call rides out an outage (trial/storage/_retry.py reads it) | 120 |
+| `SDLOCAL_MAX_CONCURRENT_JOBS` | `serve --max-concurrent-jobs`: jobs run at once, the others wait (launcher/serve/queue.py) | half the CPUs, at least 1 |
 
 The evaluator's environment contract (`SDLOCAL_JOB_NAME`, `SDLOCAL_RULE_OUTPUT`, ...) is not a
 setting: the launcher writes it for each evaluator from evaluator/contract.py.
@@ -22,6 +23,7 @@ from pathlib import Path
 HOME = "SDLOCAL_HOME"
 RUNTIME = "SDLOCAL_RUNTIME"
 S3 = "SDLOCAL_S3"
+MAX_CONCURRENT_JOBS = "SDLOCAL_MAX_CONCURRENT_JOBS"
 S3_CHOICES = ("embedded", "aws")
 
 # labels on every container, network and process sdlocal starts: who owns it

@@ -2,7 +2,6 @@
 `sdlocal serve` alike (both register in $SDLOCAL_HOME/running while they run: launcher/job/run.py)."""
 from __future__ import annotations
 
-import json
 from pathlib import Path
 from typing import Any
 
@@ -20,11 +19,14 @@ def job_endpoint(folder: Path, flag: str | None, choice: str | None) -> Any:
 
     if flag or choice:
         return options.endpoint(flag, choice)
+    from sdlocal.launcher.errors import JobError
+    from sdlocal.launcher.job.record import read_record
+
     try:
-        record = json.loads((folder / "job.json").read_text())
-        url, source = record.get("S3EndpointUrl"), record.get("S3EndpointSource")
-    except (OSError, ValueError, AttributeError):
-        url = source = None
+        record = read_record(folder) or {}
+    except JobError:
+        record = {}  # said by the command that reads its rules
+    url, source = record.get("S3EndpointUrl"), record.get("S3EndpointSource")
     if source == "aws":
         return options.endpoint(None, "aws")
     if source == "embedded" or not url:
@@ -46,7 +48,10 @@ def job_endpoint(folder: Path, flag: str | None, choice: str | None) -> Any:
 def summary(job_name: str, s3_output_path: str | None, s3_endpoint_url: str | None, s3_choice: str | None,
             work_dir: Path | None, as_json: bool) -> None:
     """The rules' evaluation statuses of JOB_NAME (Debugger rules, then profiler rules)."""
-    from sdlocal.launcher.statuses.summary import rule_job_summary, rules_of_job, training_outcome
+    from sdlocal.evaluator.rule import RuleKind
+    from sdlocal.launcher.errors import JobError
+    from sdlocal.launcher.job.record import describe_outcome, read_record, recorded_rules
+    from sdlocal.launcher.statuses.summary import RuleRef, rule_job_summary, rules_of_job
     from sdlocal.trial.storage import open_storage
 
     folder = options.job_dir(job_name, work_dir).root
@@ -55,8 +60,17 @@ def summary(job_name: str, s3_output_path: str | None, s3_endpoint_url: str | No
     def storage(uri: str) -> Any:
         return open_storage(uri, client=client)  # every call with the retry policy
 
-    refs = rules_of_job(storage, job_name, output_path=s3_output_path, job_dir=folder)
-    outcome = training_outcome(job_name, folder)
+    try:
+        record = read_record(folder)
+    except JobError:
+        if s3_output_path is None:
+            raise
+        record = None  # the statuses come from the path given
+    recorded = None if record is None or s3_output_path is not None else [
+        RuleRef(r.name, r.output, RuleKind.PROFILER if r.profiler else RuleKind.DEBUGGER, r.evaluated)
+        for r in recorded_rules(folder, record)]
+    refs = rules_of_job(storage, job_name, output_path=s3_output_path, recorded=recorded)
+    outcome = describe_outcome(job_name, record) if record is not None else None
     if outcome:
         click.echo(outcome, err=True)
     rows = rule_job_summary(refs, storage)
@@ -69,12 +83,21 @@ def summary(job_name: str, s3_output_path: str | None, s3_endpoint_url: str | No
 @click.option("--host", metavar="HOST", default="algo-1", show_default=True,
               help="Which host's training log, in a job of several hosts (algo-1, algo-2, ...).")
 @options.work_dir_option
-def logs(job_name: str, rule_name: str | None, host: str, work_dir: Path | None) -> None:
+@click.option("--follow", "-f", is_flag=True,
+              help="Keep printing the lines as they are written, until the job ends (as `tail -f`).")
+def logs(job_name: str, rule_name: str | None, host: str, work_dir: Path | None, follow: bool) -> None:
     """Print the training log of JOB_NAME (one host's; or one rule evaluator's), for either runtime."""
+    from sdlocal.launcher.job.registry import find_running
+    from sdlocal.launcher.settings import sdlocal_home
+
     job_dir = options.job_dir(job_name, work_dir)
-    if not job_dir.root.is_dir():
+    running = follow and find_running(sdlocal_home(), job_name) is not None
+    if not job_dir.root.is_dir() and not running:
         raise click.ClickException(f"unknown job {job_name}: no job folder at {job_dir.root}")
     path = job_dir.rule_log(rule_name) if rule_name else job_dir.training_log(host)
+    if running:
+        _follow(path, lambda: find_running(sdlocal_home(), job_name) is not None)
+        return
     if not rule_name and not path.is_file() and job_dir.training_log().is_file():
         hosts = ["algo-1"] + sorted((p.name[len("training-"):-len(".log")] for p in job_dir.logs.glob("training-*.log")),
                                     key=lambda h: (len(h), h))
@@ -84,6 +107,22 @@ def logs(job_name: str, rule_name: str | None, host: str, work_dir: Path | None)
         what = f"rule {rule_name!r}" if rule_name else "training"
         raise click.ClickException(f"job {job_name} has no {what} log (rules with logs: {', '.join(known) or 'none'})")
     click.echo(path.read_text(errors="replace"), nl=False)
+
+
+def _follow(path: Path, running: Any, interval: float = 0.5) -> None:
+    """Print `path`'s lines as they are written while `running()`; then the rest."""
+    import time
+
+    from sdlocal.launcher.cli.follow import FileTail
+
+    tail = FileTail(path)
+    while True:
+        alive = running()  # asked before the read: what is written before it ends is printed below
+        for line in tail.read(final=not alive):
+            click.echo(line)
+        if not alive:
+            return
+        time.sleep(interval)
 
 
 @click.command()

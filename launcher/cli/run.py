@@ -66,6 +66,8 @@ class OrderedCommand(click.Command):
                    "`root` for an image that needs it).")
 @click.option("--json", "as_json", is_flag=True,
               help="Print the rule statuses as JSON in the SDK's rule_job_summary() shape (as `summary --json`).")
+@click.option("--quiet", "-q", is_flag=True,
+              help="Show only the launcher's lines, not the training's log nor the live status line (for scripts).")
 @click.pass_context
 def run(ctx: click.Context, spec_file: Path | None, entry_point: str | None, source_dir: Path | None,
         job_name: str | None, hyperparameters: tuple[tuple[str, str], ...], rules: tuple[str, ...],
@@ -74,7 +76,7 @@ def run(ctx: click.Context, spec_file: Path | None, entry_point: str | None, sou
         s3_endpoint_url: str | None, s3_choice: str | None, work_dir: Path | None, overwrite: bool,
         rule_timeout: float, rule_finish_timeout: float, poll_interval: float, runtime: str,
         keep_containers: bool, rule_memory: str | None, rule_cpus: str | None, host_cpus: str | None,
-        host_memory: str | None, training_user: str | None, as_json: bool) -> None:
+        host_memory: str | None, training_user: str | None, as_json: bool, quiet: bool) -> None:
     """Run a training job with its Debugger rules, like CreateTrainingJob on SageMaker.
 
     SPEC_FILE is a CreateTrainingJob request (JSON or YAML, e.g. the body the SageMaker Python SDK
@@ -82,7 +84,8 @@ def run(ctx: click.Context, spec_file: Path | None, entry_point: str | None, sou
 
       sdlocal run --entry-point train.py -p lr=0.1 --rule VanishingGradient --rule-param threshold=1e-6
     """
-    from sdlocal.launcher.job.model import RunOptions, describe_outcome
+    from sdlocal.launcher.job.model import RunOptions
+    from sdlocal.launcher.job.record import describe_outcome
     from sdlocal.launcher.job.run import run_job, stop_on_signals
     from sdlocal.launcher.runtime import ProcessRuntime
     from sdlocal.launcher.runtime.docker_config import HostLimits, RuleLimits
@@ -122,9 +125,24 @@ def run(ctx: click.Context, spec_file: Path | None, entry_point: str | None, sou
                 echo(f"Warning: {rule.name}: RuleEvaluatorImage {rule.image} is not run by the process runtime; "
                      "using the built-in evaluator")
     stop = threading.Event()
-    with stop_on_signals(stop):  # also while cleaning up: a second Ctrl-C must not skip the cleanup
-        result = run_job(spec, job_dir=options.job_dir(spec.job_name, work_dir), endpoint=endpoint, runtime=chosen,
-                         options=run_options, stop=stop, echo=echo)
+    job_dir = options.job_dir(spec.job_name, work_dir)
+    live = None
+    if not quiet:  # the training's lines as they are written, the status line on a terminal
+        from sdlocal.launcher.cli.follow import LiveOutput
+
+        live = LiveOutput([(host, job_dir.training_log(host)) for host in spec.hosts], job_dir.tensors,
+                          write=lambda text: click.echo(text, nl=False, err=True),
+                          terminal=click.get_text_stream("stderr").isatty())
+        echo = live.echo
+        live.start()
+    try:
+        with stop_on_signals(stop):  # also while cleaning up: a second Ctrl-C must not skip the cleanup
+            result = run_job(spec, job_dir=job_dir, endpoint=endpoint, runtime=chosen, options=run_options,
+                             stop=stop, echo=echo, on_lifecycle=live.attach if live is not None else None)
+    finally:
+        if live is not None:
+            live.finish()
+    echo = lambda line: click.echo(line, err=True)  # noqa: E731
     echo(describe_outcome(result.job_name, {"TrainingJobStatus": result.training_status,
                                             "SecondaryStatus": result.secondary_status,
                                             "FailureReason": result.failure_reason}) or "")

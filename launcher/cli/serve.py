@@ -15,9 +15,12 @@ from sdlocal.launcher.cli import options
 @click.option("--runtime", type=click.Choice(["process", "docker", "auto"]), envvar="SDLOCAL_RUNTIME",
               default="auto", show_default=True, help="Where the jobs' training and evaluators run (as `run`).")
 @options.host_limit_options
+@click.option("--max-concurrent-jobs", type=click.IntRange(min=1), envvar="SDLOCAL_MAX_CONCURRENT_JOBS",
+              help="Jobs run at once; the others wait in order, DescribeTrainingJob saying so (default: half "
+                   "the CPUs, at least 1; env SDLOCAL_MAX_CONCURRENT_JOBS).")
 @click.pass_context
 def serve(ctx: click.Context, port: int | None, background: bool, runtime: str, host_cpus: str | None,
-          host_memory: str | None) -> None:
+          host_memory: str | None, max_concurrent_jobs: int | None) -> None:
     """A local SageMaker endpoint (SageMaker training API, S3, CloudWatch Logs) for SDK v2/v3 scripts.
 
     Prints the exports a script needs (`eval "$(sdlocal serve --background)"`); with them an
@@ -37,7 +40,8 @@ def serve(ctx: click.Context, port: int | None, background: bool, runtime: str, 
     home = sdlocal_home()
     port = DEFAULT_PORT if port is None else port
     if background:
-        state = start_background(home, port=port, runtime=runtime, host_cpus=host_cpus, host_memory=host_memory)
+        state = start_background(home, port=port, runtime=runtime, host_cpus=host_cpus, host_memory=host_memory,
+                                 max_concurrent_jobs=max_concurrent_jobs)
         click.echo(format_exports(exports(state.url, home)))
         click.echo(f"sdlocal serve: {state.url} (pid {state.pid}, log {home / 'serve.log'}); "
                    "stop it with `sdlocal serve stop`", err=True)
@@ -51,7 +55,7 @@ def serve(ctx: click.Context, port: int | None, background: bool, runtime: str, 
     with stop_on_signals(stop_event):
         stuck = serve_foreground(home, port=port, runtime=runtime, stop=stop_event, ready=ready,
                                  echo=lambda line: click.echo(line, err=True), host_cpus=host_cpus,
-                                 host_memory=host_memory)
+                                 host_memory=host_memory, max_concurrent_jobs=max_concurrent_jobs)
     if stuck:
         raise click.ClickException(f"jobs still running after the stop: {', '.join(stuck)}")
 

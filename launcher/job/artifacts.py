@@ -13,7 +13,6 @@ naming it and, for torchrun, the rank that failed.
 """
 from __future__ import annotations
 
-import re
 import shlex
 import tarfile
 import tempfile
@@ -21,6 +20,9 @@ from collections.abc import Callable, Sequence
 from pathlib import Path
 from typing import TYPE_CHECKING
 
+from sdlocal.launcher.job.error_lines import error_message
+from sdlocal.launcher.job.hosts import host_failure
+from sdlocal.launcher.jobdir.training_env import training_environment
 from sdlocal.trial.errors import one_line
 from sdlocal.trial.storage import Storage
 
@@ -31,9 +33,6 @@ if TYPE_CHECKING:
     from sdlocal.launcher.spec.model import JobSpec
 
 MAX_FAILURE_REASON = 1024
-_FILE_LINE = re.compile(r'^File "(.+)", line (\d+)')
-_RANK_PREFIX = re.compile(r"^\[(default|rank)\d+\]:\s*")
-_ERROR_LINE = re.compile(r"^[A-Za-z_][\w.]*(Error|Exception|Interrupt|Exit|Failure)\b")
 
 
 def _tar_folders(folders: Sequence[Path], archive: Path) -> list[str]:
@@ -85,29 +84,6 @@ def failure_reason(failure_file: Path, exit_code: int | None, entry_point: str, 
     return f"AlgorithmError: {text}"[:MAX_FAILURE_REASON]
 
 
-def _unprefixed(line: str) -> str:
-    """A log line without torch's `[rank3]:` prefix (torchrun's processes' errors carry one)."""
-    return _RANK_PREFIX.sub("", line.strip())
-
-
-def has_error_line(log_lines: list[str]) -> bool:
-    return any(_ERROR_LINE.match(_unprefixed(line)) for line in log_lines)
-
-
-def error_message(log_lines: list[str]) -> str:
-    """The log's last Python error line; a SyntaxError (the script does not even compile) also
-    gets the file and line from the traceback line before it, as `str(SyntaxError)` says them."""
-    errors = [i for i, line in enumerate(log_lines) if _ERROR_LINE.match(_unprefixed(line))]
-    if not errors:
-        return log_lines[-1].strip() if log_lines else ""
-    message = _unprefixed(log_lines[errors[-1]])
-    if message.split(":", 1)[0] in ("SyntaxError", "IndentationError", "TabError"):
-        where = [m for line in log_lines[:errors[-1]] if (m := _FILE_LINE.match(_unprefixed(line)))]
-        if where and "line " not in message:
-            message += f" ({Path(where[-1].group(1)).name}, line {where[-1].group(2)})"
-    return message
-
-
 def write_success(output_dir: Path) -> None:
     """The toolkit's `/opt/ml/output/success` marker."""
     output_dir.mkdir(parents=True, exist_ok=True)
@@ -120,8 +96,6 @@ def publish_outputs(spec: JobSpec, job_dir: JobDir, training: Handle | None, res
     first; a completed or stopped one has /opt/ml/model and /opt/ml/output/data published (SageMaker
     uploads them on stop too), every host's aggregated. A publication that fails is said, not
     raised: the rules still need their wait."""
-    from sdlocal.launcher.job.hosts import host_failure
-
     hosts = [job_dir.host_dir(host) for host in spec.hosts]
     if result.training_failed and not result.stopped:
         failed = host_failure(spec, training)
@@ -131,7 +105,7 @@ def publish_outputs(spec: JobSpec, job_dir: JobDir, training: Handle | None, res
         elif command is None and spec.command is not None:  # the container command's
             command = spec.command.argv()
         return failure_reason(job_dir.host_dir(failed.host).failure_file, result.training_exit_code,
-                              spec.entry_point, spec.training_environment(failed.host).user_args(), failed.log_lines,
+                              spec.entry_point, training_environment(spec, failed.host).user_args(), failed.log_lines,
                               message=failed.message, command=command), None
     if training is None:
         return None, None

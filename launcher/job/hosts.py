@@ -19,7 +19,9 @@ from dataclasses import dataclass
 from datetime import datetime
 from typing import TYPE_CHECKING
 
+from sdlocal.launcher.job.error_lines import error_message, has_error_line
 from sdlocal.launcher.jobdir.folder import JobDir
+from sdlocal.launcher.jobdir.training_env import training_environment
 from sdlocal.launcher.runtime.base import (
     DataInput,
     ExitInfo,
@@ -115,7 +117,7 @@ def host_launches(spec: JobSpec, job_dir: JobDir, env: Env,
             job_name=spec.job_name, entry_point=spec.entry_point, source_dir=spec.source_dir,
             hyperparameters=tuple(spec.hyperparameters.items()), config_dir=folder.config_dir,
             model_dir=folder.model, log_path=job_dir.training_log(host), image=spec.training_image, env=env,
-            training_env=spec.training_environment(host), environment=tuple(spec.environment.items()),
+            training_env=training_environment(spec, host), environment=tuple(spec.environment.items()),
             data_inputs=data_inputs.get(host, ()), network_isolation=spec.containers.network_isolation,
             ranks=rank_layout(spec, host), mpi=mpi_layout(spec), algorithm=spec.algorithm, command=spec.command,
         ))
@@ -320,8 +322,6 @@ class HostFailure:
 
 def host_failure(spec: JobSpec, training: Handle | None, lines: int = 400) -> HostFailure:
     """The failure of `training` (a HostGroup: its failed host's)."""
-    from sdlocal.launcher.job.artifacts import error_message, has_error_line
-
     host = getattr(training, "failed_host", None) or spec.hosts[0]
     log = training.last_log_lines(lines) if training is not None else []
     if spec.distribution.kind == MPI:
@@ -332,7 +332,7 @@ def host_failure(spec: JobSpec, training: Handle | None, lines: int = 400) -> Ho
         return HostFailure(host, log, message)
     command = ["torchrun", "--nnodes", str(layout.nnodes), "--nproc_per_node", str(layout.nproc_per_node or "<GPUs>"),
                "--node_rank", str(layout.node_rank), spec.entry_point,
-               *spec.training_environment(host).user_args()]
+               *training_environment(spec, host).user_args()]
     cause = torchrun_root_cause(log)
     if cause is None:
         return HostFailure(host, log, f"{error_message(log)} (host {host})" if log else None, command)
@@ -350,13 +350,12 @@ _MPI_EXIT = re.compile(r"Exit code:\s*(-?\d+)")
 def _mpi_failure(spec: JobSpec, log: list[str]) -> HostFailure:
     """mpirun's "The first process to do so was: Process name: [[J,1],R] Exit code: C": rank R's
     host (`-map-by slot`), its own error line (`--tag-output`: `[1,R]<stderr>:...`)."""
-    from sdlocal.launcher.job.artifacts import error_message, has_error_line
     from sdlocal.launcher.runtime.mpi import rank_host
 
     text = "\n".join(log)
     rank, code = _MPI_PROCESS.search(text), _MPI_EXIT.search(text)
     command = ["mpirun", "--host", ",".join(spec.hosts), "python", spec.entry_point,
-               *spec.training_environment().user_args()]
+               *training_environment(spec).user_args()]
     if rank is None:
         return HostFailure(spec.hosts[0], log, None, command)
     per_host = spec.distribution.processes_per_host or 1

@@ -44,18 +44,21 @@ from sdlocal.launcher.job.hosts import (
     upload_targets,
 )
 from sdlocal.launcher.job.launches import check_container_settings, rule_launch
-from sdlocal.launcher.job.model import (
-    DEFAULT_OPTIONS,
+from sdlocal.launcher.job.model import DEFAULT_OPTIONS, JobResult, RunOptions
+from sdlocal.launcher.job.prepare import claim_job_name, stage_inputs
+from sdlocal.launcher.job.record import (
     MAX_RUNTIME_EXCEEDED,
     MAX_RUNTIME_MESSAGE,
-    JobResult,
-    RunOptions,
+    JobState,
+    RuleStatus,
+    new_record,
+    update_record,
+    write_record,
 )
-from sdlocal.launcher.job.prepare import claim_job_name, stage_inputs
 from sdlocal.launcher.job.rule_watch import RuleWatch
 from sdlocal.launcher.job.steps_to_judge import few_steps_warnings
 from sdlocal.launcher.job.stop_training import StopTrainingWatcher
-from sdlocal.launcher.jobdir.configs import update_record, write_configs
+from sdlocal.launcher.jobdir.configs import write_configs
 from sdlocal.launcher.jobdir.folder import JobDir
 from sdlocal.launcher.runtime import DataInput, Handle, Runtime
 from sdlocal.launcher.s3.embedded import EmbeddedS3, EmbeddedWatchdog
@@ -103,7 +106,6 @@ class JobLifecycle:
         clock: Callable[[], float] = time.monotonic,
         runs_profiler_rule: Callable[[RuleSpec], bool] = profiler_rule_runs,
         sampler_factory: Callable[..., SystemSampler] = make_sampler,
-        on_phase: Callable[[str, str], None] | None = None,
     ) -> None:
         self.spec = spec
         self.job_dir = job_dir
@@ -122,8 +124,9 @@ class JobLifecycle:
         # them): one keeper per started evaluator, polled by the uploader
         self.status_keepers: list[KeptStatus] = []
         self._keepers: dict[str, KeptStatus] = {}
-        # (SecondaryStatus, StatusMessage) as the job moves on: `sdlocal serve`'s DescribeTrainingJob
-        self.on_phase = on_phase or (lambda status, message: None)
+        # what the job's state is, published as it moves on (launcher/job/record.py): `sdlocal serve`'s
+        # DescribeTrainingJob and `sdlocal run`'s live line observe it
+        self.state = JobState(tuple(r.name for r in spec.debug_rules + spec.profiler_rules))
         self._runnable = {r.name for r in spec.profiler_rules if runs_profiler_rule(r)}
         self.profiler_rules: tuple[RuleSpec, ...] = ()  # those with an evaluator (set by configure)
         self.evaluators = Evaluators(runtime, spec.job_name, self._keeper, stop_grace_s=options.stop_grace_s)
@@ -195,7 +198,7 @@ class JobLifecycle:
         self.echo(self.endpoint.describe())
         claim_job_name(self.spec, self.job_dir, self.bucket, ensure_buckets=self.endpoint.source != "aws",
                        overwrite=self.options.overwrite)
-        self.on_phase("Downloading", "Downloading input data")
+        self.state.phase("Downloading", "Downloading input data")
         self.spec, data_inputs = stage_inputs(self.spec, self.job_dir, self.bucket, self.stop, self.echo)
         self.configure()
         try:
@@ -226,9 +229,10 @@ class JobLifecycle:
         self.spec = self.spec.with_uploaded_rule_code(upload)
         self.profiler_rules = tuple(r for r in self.spec.profiler_rules if r.name in self._runnable)
         unevaluated = [r.name for r in self.spec.profiler_rules if r.name not in self._runnable]
-        write_configs(self.spec, self.job_dir, self.endpoint.url, unevaluated, self.endpoint.source)
+        write_configs(self.spec, self.job_dir)
+        write_record(self.job_dir.root, new_record(self.spec, self.endpoint.url, unevaluated, self.endpoint.source))
         stopping = self.spec.stopping
-        update_record(self.job_dir, StoppingCondition={
+        update_record(self.job_dir.root, StoppingCondition={
             "MaxRuntimeInSeconds": stopping.max_runtime_s, "MaxWaitTimeInSeconds": stopping.max_wait_s,
             "MaxPendingTimeInSeconds": stopping.max_pending_s},
             EnableNetworkIsolation=self.spec.containers.network_isolation,
@@ -247,7 +251,7 @@ class JobLifecycle:
             self.evaluators.start(rule, rule_launch(self.spec, rule, self.job_dir, self.options, env))
         self.training = start_hosts(self.runtime, host_launches(spec, self.job_dir, env, data_inputs),
                                     grace=self.options.stop_grace_s)
-        self.on_phase("Training", "Training image download completed. Training in progress.")
+        self.state.phase("Training", "Training image download completed. Training in progress.")
         hosts = f" on {len(spec.hosts)} hosts ({', '.join(spec.hosts)})" if spec.multi_host else ""
         launch = f", {spec.distribution.kind}" if spec.distribution.enabled else ""
         self.echo(f"Training job {spec.job_name} started{hosts} ({len(self.evaluators)} rule evaluator(s){launch}); "
@@ -275,7 +279,7 @@ class JobLifecycle:
         waited = wait_for(ended, Deadline.after(max_runtime, self.clock), interval=0.2,
                           pause=training.wait, stop=self.stop)
         if waited.stopped or (waited.value is not None and waited.value[0] == "rule"):
-            self.on_phase("Stopping", "Stopping the training job")
+            self.state.phase("Stopping", "Stopping the training job")
         if waited.stopped:
             self.echo("Stopping the training job ...")
             training.stop(options.stop_grace_s)
@@ -347,16 +351,16 @@ class JobLifecycle:
         stopped one has /opt/ml/model and /opt/ml/output/data published (SageMaker uploads them on
         stop too)."""
         if not result.training_failed:
-            self.on_phase("Uploading", "Uploading generated training model")
+            self.state.phase("Uploading", "Uploading generated training model")
         reason, artifacts = publish_outputs(self.spec, self.job_dir, self.training, result, self.storage, self.echo)
         transitions = None
         if result.secondary_status == MAX_RUNTIME_EXCEEDED:  # DescribeTrainingJob's last transition
             transitions = [{"Status": MAX_RUNTIME_EXCEEDED, "StartTime": self.max_runtime_exceeded_at,
                             "EndTime": _iso_now(), "StatusMessage": MAX_RUNTIME_MESSAGE}]
-        update_record(self.job_dir, TrainingJobStatus=result.training_status, SecondaryStatus=result.secondary_status,
+        update_record(self.job_dir.root, TrainingJobStatus=result.training_status, SecondaryStatus=result.secondary_status,
                       SecondaryStatusTransitions=transitions, FailureReason=reason,
                       ModelArtifacts={"S3ModelArtifacts": artifacts} if artifacts else None)
-        self.on_phase(result.secondary_status, reason or "")
+        self.state.phase(result.secondary_status, reason or "", result.training_status)
         return reason, artifacts
 
     def close(self, failure: BaseException | None = None) -> None:
@@ -384,7 +388,11 @@ class JobLifecycle:
         started = {r.name for r in self.profiler_rules}
         refs = [RuleRef(r.name, r.output, r.kind) for r in self.spec.debug_rules]
         refs += [RuleRef(r.name, r.output, r.kind, r.name in started) for r in self.spec.profiler_rules]
-        return rule_job_summary(refs, self.rule_output)
+        rows = rule_job_summary(refs, self.rule_output)
+        for row in rows:  # published: what serve's DescribeTrainingJob and the live line show
+            self.state.rule(row["RuleConfigurationName"], RuleStatus(row["RuleEvaluationStatus"]),
+                            str(row.get("StatusDetails") or ""), row.get("LastModifiedTime"))
+        return rows
 
 
 def _iso_now() -> str:

@@ -6,13 +6,11 @@ from typing import Any
 
 from sdlocal.evaluator.actions import StopTrainingRequest
 from sdlocal.evaluator.watchdog import DEFAULT_RULE_TIMEOUT_S
+from sdlocal.launcher.job.record import MAX_RUNTIME_EXCEEDED, MAX_RUNTIME_MESSAGE, JobStatus, describe_outcome
 
-# SageMaker's words for a training stopped at StoppingCondition.MaxRuntimeInSeconds: TrainingJobStatus
-# Stopped, SecondaryStatus MaxRuntimeExceeded (botocore's sagemaker model); the message is the API
-# reference's description of that secondary status (SecondaryStatusTransition). No FailureReason:
-# the service sets one for Failed jobs only, and the SDK's wait() accepts Stopped.
-MAX_RUNTIME_EXCEEDED = "MaxRuntimeExceeded"
-MAX_RUNTIME_MESSAGE = "The job stopped because it exceeded the maximum allowed runtime."
+__all__ = ["DEFAULT_OPTIONS", "MAX_RUNTIME_EXCEEDED", "MAX_RUNTIME_MESSAGE", "JobResult", "RunOptions",
+           "describe_outcome"]
+
 SIGTERM_GRACE_S = 120.0  # SageMaker: SIGTERM, then 120 s for the algorithm to save its model
 
 
@@ -58,30 +56,15 @@ class JobResult:
         return self.stopped or self.training_exit_code != 0
 
     @property
-    def training_status(self) -> str:
-        """TrainingJobStatus in SageMaker's words: Completed, Failed or Stopped."""
+    def training_status(self) -> JobStatus:
+        """TrainingJobStatus: Completed, Failed or Stopped."""
         if self.stopped or self.stopped_by_rule is not None or self.max_runtime_exceeded:
-            return "Stopped"
-        return "Completed" if self.training_exit_code == 0 else "Failed"
+            return JobStatus.STOPPED
+        return JobStatus.COMPLETED if self.training_exit_code == 0 else JobStatus.FAILED
 
     @property
     def secondary_status(self) -> str:
         """SecondaryStatus in SageMaker's words once the job ended."""
         if self.max_runtime_exceeded and not self.stopped:
             return MAX_RUNTIME_EXCEEDED
-        return self.training_status
-
-
-def describe_outcome(job_name: str, record: dict[str, Any]) -> str | None:
-    """'Training job J: Stopped (MaxRuntimeExceeded: The job stopped because ...)' from a job
-    record's DescribeTrainingJob-like fields (None before the job ended)."""
-    status = record.get("TrainingJobStatus")
-    if not status:
-        return None
-    secondary = record.get("SecondaryStatus")
-    line = f"Training job {job_name}: {status}"
-    if secondary == MAX_RUNTIME_EXCEEDED:
-        line += f" ({secondary}: {MAX_RUNTIME_MESSAGE})"
-    if record.get("FailureReason"):
-        line += f"\nFailureReason: {record['FailureReason']}"
-    return line
+        return self.training_status.value

@@ -14,6 +14,7 @@ from pathlib import Path
 
 MARKER = ".sdlocal-job"
 FIRST_HOST = "algo-1"
+RECORD = "job.json"  # the job record: read and written by launcher/job/record.py only
 
 
 @dataclass(frozen=True)
@@ -67,7 +68,7 @@ class JobDir:
 
     @property
     def record(self) -> Path:
-        return self.root / "job.json"
+        return self.root / RECORD
 
     def host_dir(self, host: str) -> JobDir:
         """The /opt/ml of `host`: the job folder for algo-1, `hosts/<host>/` for the others."""

@@ -26,6 +26,7 @@ from dataclasses import dataclass, replace
 from typing import Any
 
 from sdlocal.launcher.spec.inputs import Channel
+from sdlocal.launcher.spec.model import JobSpec
 
 HOST = "algo-1"
 GROUP = "homogeneousCluster"
@@ -45,11 +46,6 @@ _DISTRIBUTION_FLAGS = (
     "sagemaker_pytorch_ddp_enabled", "sagemaker_pytorch_xla_multi_worker_enabled",
     "sagemaker_multi_worker_mirrored_strategy_enabled", "sagemaker_torch_distributed_enabled",
 )
-
-
-def host_names(count: int) -> tuple[str, ...]:
-    """algo-1 .. algo-`count`."""
-    return tuple(f"algo-{i}" for i in range(1, max(count, 1) + 1))
 
 
 def decode_hyperparameter(value: str) -> Any:
@@ -221,3 +217,9 @@ class TrainingEnvironment:
         env = {f"SM_{key.upper()}": _env_value(value) for key, value in values.items()}
         env["CURRENT_HOST"] = self.current_host
         return env
+
+
+def training_environment(spec: JobSpec, host: str = HOST) -> TrainingEnvironment:
+    """What the training toolkit tells the script of `spec`'s job on `host`."""
+    return TrainingEnvironment(spec.job_name, spec.entry_point, tuple(spec.request_hyperparameters.items()),
+                               spec.channels, spec.instance_type, hosts=spec.hosts, current_host=host)

@@ -18,6 +18,7 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--ready-file", type=Path, required=True)
     parser.add_argument("--host-cpus")
     parser.add_argument("--host-memory")
+    parser.add_argument("--max-concurrent-jobs", type=int)
     args = parser.parse_args(argv)
 
     def echo(line: str) -> None:
@@ -27,7 +28,7 @@ def main(argv: list[str] | None = None) -> int:
     with stop_on_signals(stop):
         stuck = serve_foreground(sdlocal_home(), port=args.port, runtime=args.runtime, echo=echo, stop=stop,
                                  ready=lambda url: args.ready_file.write_text(url), host_cpus=args.host_cpus,
-                                 host_memory=args.host_memory)
+                                 host_memory=args.host_memory, max_concurrent_jobs=args.max_concurrent_jobs)
     if stuck:
         print(f"jobs still running at exit: {', '.join(stuck)}", file=sys.stderr)
         return 1

@@ -10,11 +10,12 @@ from datetime import datetime
 from typing import Any
 
 from sdlocal.launcher.errors import LauncherError
+from sdlocal.launcher.job.record import JobStatus
 from sdlocal.launcher.serve.jobs import ServedJob
 from sdlocal.launcher.spec.model import JobSpec
 
 _REQUIRED = ("TrainingJobName", "RoleArn", "OutputDataConfig")  # botocore's CreateTrainingJobRequest
-_STATUSES = ("InProgress", "Completed", "Failed", "Stopping", "Stopped")
+_STATUSES = tuple(s.value for s in JobStatus)
 
 
 class ApiError(Exception):
@@ -85,11 +86,11 @@ class SageMakerApi:
         return {"TrainingJobArn": job.arn}
 
     def op_DescribeTrainingJob(self, body: Mapping[str, Any]) -> dict[str, Any]:
-        return self.job(body).describe(self.client)
+        return self.job(body).describe()
 
     def op_StopTrainingJob(self, body: Mapping[str, Any]) -> dict[str, Any]:
         job = self.job(body)
-        if job.status in ("Completed", "Failed", "Stopped"):
+        if job.status.ended:
             raise ApiError("ValidationException", f"The training job {job.name} is {job.status}: it cannot be stopped")
         job.request_stop()
         return {}

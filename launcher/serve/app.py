@@ -23,6 +23,7 @@ from sdlocal.launcher.serve.api import ApiError, SageMakerApi
 from sdlocal.launcher.serve.iam import signing_service
 from sdlocal.launcher.serve.jobs import ServedJob, job_folder
 from sdlocal.launcher.serve.logs import ensure_log_group
+from sdlocal.launcher.serve.queue import JobQueue
 from sdlocal.launcher.spec.model import JobSpec
 
 _TARGET_PREFIX = "SageMaker."
@@ -118,13 +119,14 @@ class ServeServer:
 
     def __init__(self, home: Path, *, host: str = "127.0.0.1", port: int = 0, runtime: str = "auto",
                  options: RunOptions | None = None, echo: Callable[[str], None] = print,
-                 host_limits: HostLimits | None = None) -> None:
+                 host_limits: HostLimits | None = None, max_concurrent_jobs: int | None = None) -> None:
         self.home = home
         self.host = host
         self.runtime_kind = runtime
         self.host_limits = host_limits  # --host-cpus/--host-memory of every job (docker)
         self.options = options or RunOptions()
         self.echo = echo
+        self.queue = JobQueue(max_concurrent_jobs)  # the jobs beyond its limit wait (launcher/serve/queue.py)
         self._lock = threading.Lock()
         from moto.moto_server.werkzeug_app import DomainDispatcherApplication, create_backend_app
         from werkzeug.serving import WSGIRequestHandler, make_server
@@ -160,8 +162,8 @@ class ServeServer:
     def stop(self, timeout: float = 60.0) -> list[str]:
         """Stop the jobs still running (their rules end Stopped), then the server; the jobs that did
         not end within `timeout` are returned."""
-        jobs = [j for j in self.api.jobs.values() if j.running]
-        for job in jobs:
+        jobs = [j for j in self.api.jobs.values() if not j.status.ended]
+        for job in sorted(jobs, key=lambda j: j.running):  # the waiting ones first: none starts now
             job.request_stop()
         deadline = time.monotonic() + timeout
         stuck = [j.name for j in jobs if not j.join(max(0.0, deadline - time.monotonic()))]
@@ -177,7 +179,8 @@ class ServeServer:
         job_dir = job_folder(self.home, spec.job_name)
         return ServedJob(request, spec, job_dir=job_dir, endpoint=self.endpoint, run=self._run_job,
                          logs=self.client("logs"), region=REGION, cloudwatch=self.client("cloudwatch"),
-                         on_log_error=lambda message: self.echo(f"[{spec.job_name}] Warning: {message}"))
+                         on_log_error=lambda message: self.echo(f"[{spec.job_name}] Warning: {message}"),
+                         queue=self.queue)
 
     def _run_job(self, job: ServedJob) -> None:
         from sdlocal.launcher.runtime.selection import select_runtime
@@ -199,6 +202,6 @@ class ServeServer:
         # find it), its stop file watched, the runtime closed at the end
         result = run_job(spec, job_dir=job.job_dir, endpoint=self.endpoint, runtime=runtime, options=self.options,
                          echo=echo, stop=job.stop, client=self.client("s3"), home=self.home,
-                         on_lifecycle=job.attach, on_phase=job.phase)
+                         on_lifecycle=job.attach)
         echo(f"{result.training_status}; rules: " + ", ".join(
             f"{r['RuleConfigurationName']} {r['RuleEvaluationStatus']}" for r in result.statuses))

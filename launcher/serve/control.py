@@ -25,6 +25,7 @@ from sdlocal.launcher.s3.endpoint import DEFAULT_BUCKET, DUMMY_CREDENTIALS, REGI
 from sdlocal.launcher.wait import Deadline, wait_for
 
 DEFAULT_PORT = 8775
+SWITCH_INTERVAL_S = 0.001
 
 
 class ServeError(LauncherError):
@@ -74,18 +75,24 @@ def read_state(home: Path) -> ServeState | None:
 
 def serve_foreground(home: Path, *, port: int, runtime: str, echo: Callable[[str], None],
                      ready: Callable[[str], None], stop: threading.Event | None = None,
-                     host_cpus: str | None = None, host_memory: str | None = None) -> list[str]:
+                     host_cpus: str | None = None, host_memory: str | None = None,
+                     max_concurrent_jobs: int | None = None) -> list[str]:
     """Run until `stop` (SIGINT/SIGTERM set it); `ready(url)` once it answers. Returns the jobs that
-    did not end in time when stopping. `host_cpus`/`host_memory`: every job's --host-cpus/--host-memory."""
+    did not end in time when stopping. `host_cpus`/`host_memory`: every job's --host-cpus/--host-memory;
+    `max_concurrent_jobs`: how many run at once (None: launcher/serve/queue.py's default)."""
     from sdlocal.launcher.runtime.docker_config import HostLimits
     from sdlocal.launcher.serve.app import ServeServer
 
     stop = stop or threading.Event()
     host_limits = HostLimits.from_flags(host_memory, host_cpus)
     try:
-        server = ServeServer(home, port=port, runtime=runtime, echo=echo, host_limits=host_limits)
+        server = ServeServer(home, port=port, runtime=runtime, echo=echo, host_limits=host_limits,
+                             max_concurrent_jobs=max_concurrent_jobs)
     except OSError as e:
         raise ServeError(f"cannot listen on 127.0.0.1:{port}: {e.strerror or e} (choose another --port)") from e
+    # the GIL passes between threads every 1 ms, not 5: a Describe answered by one thread waits less
+    # behind the jobs' threads (uploads, S3 requests of evaluators) that keep it busy
+    sys.setswitchinterval(SWITCH_INTERVAL_S)
     server.start()
     write_sdk_config(home)
     ready(server.url)
@@ -99,7 +106,8 @@ def serve_foreground(home: Path, *, port: int, runtime: str, echo: Callable[[str
 
 
 def start_background(home: Path, *, port: int, runtime: str, timeout: float = 60.0,
-                     host_cpus: str | None = None, host_memory: str | None = None) -> ServeState:
+                     host_cpus: str | None = None, host_memory: str | None = None,
+                     max_concurrent_jobs: int | None = None) -> ServeState:
     """Start `python -m sdlocal.launcher.serve` detached; its output goes to `$SDLOCAL_HOME/serve.log`."""
     from sdlocal.launcher.runtime.docker_config import HostLimits
 
@@ -114,7 +122,8 @@ def start_background(home: Path, *, port: int, runtime: str, timeout: float = 60
     ready_file.unlink(missing_ok=True)
     env = {**os.environ, "SDLOCAL_HOME": str(home)}
     with open(log, "ab") as out:
-        limits = [*(["--host-cpus", host_cpus] if host_cpus else []), *(["--host-memory", host_memory] if host_memory else [])]
+        limits = [*(["--host-cpus", host_cpus] if host_cpus else []), *(["--host-memory", host_memory] if host_memory else []),
+                  *(["--max-concurrent-jobs", str(max_concurrent_jobs)] if max_concurrent_jobs else [])]
         proc = subprocess.Popen([sys.executable, "-m", "sdlocal.launcher.serve", "--port", str(port), "--runtime", runtime,
                                  "--ready-file", str(ready_file), *limits], stdin=subprocess.DEVNULL, stdout=out,
                                 stderr=out, start_new_session=True, env=env, cwd=str(home))

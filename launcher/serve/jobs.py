@@ -1,6 +1,8 @@
 """A training job created through `sdlocal serve`: run in a thread on the path `sdlocal run` takes
-(launcher/job/run.py), and what DescribeTrainingJob says of it (statuses, SecondaryStatusTransitions
-with their times, the request's configs echoed, the rules' statuses read through its launcher)."""
+(launcher/job/run.py) once its queue (launcher/serve/queue.py) has room for it, and what
+DescribeTrainingJob says of it (statuses, SecondaryStatusTransitions with their times, the request's
+configs echoed, the rules' statuses as its lifecycle published them). Describe reads what the job
+holds under one short lock: it never waits on the job's work, nor on S3."""
 from __future__ import annotations
 
 import threading
@@ -13,17 +15,18 @@ from typing import TYPE_CHECKING, Any
 from sdlocal.evaluator.status import arn
 from sdlocal.launcher.job.metrics import MetricRecorder
 from sdlocal.launcher.job.model import RunOptions
+from sdlocal.launcher.job.record import MAX_RUNTIME_EXCEEDED, MAX_RUNTIME_MESSAGE, TERMINAL, JobStatus
 from sdlocal.launcher.jobdir.folder import JobDir
 from sdlocal.launcher.s3.endpoint import S3Endpoint
 from sdlocal.launcher.serve.logs import HostLogPumps
 from sdlocal.launcher.spec.model import JobSpec
-from sdlocal.launcher.statuses.summary import RuleRef, api_rule_status, rule_job_summary
-from sdlocal.trial.storage import open_storage
+from sdlocal.launcher.statuses.summary import api_rule_status
 
 if TYPE_CHECKING:
     from sdlocal.launcher.job.lifecycle import JobLifecycle
+    from sdlocal.launcher.job.record import JobState, Snapshot
+    from sdlocal.launcher.serve.queue import JobQueue
 
-TERMINAL = ("Completed", "Failed", "Stopped")
 # Fields of CreateTrainingJob that DescribeTrainingJob gives back as sent (botocore's sagemaker model:
 # the members both shapes share)
 ECHOED = (
@@ -61,7 +64,8 @@ class ServedJob:
 
     def __init__(self, request: Mapping[str, Any], spec: JobSpec, *, job_dir: JobDir, endpoint: S3Endpoint,
                  run: Callable[[ServedJob], Any], logs: Any, region: str, cloudwatch: Any = None,
-                 clock: Callable[[], float] = time.time, on_log_error: Callable[[str], None] = lambda m: None) -> None:
+                 clock: Callable[[], float] = time.time, on_log_error: Callable[[str], None] = lambda m: None,
+                 queue: JobQueue | None = None) -> None:
         self.request = dict(request)
         self.spec = spec
         self.job_dir = job_dir
@@ -69,9 +73,9 @@ class ServedJob:
         self.region = region
         self.clock = clock
         self.arn = arn("training-job", spec.job_name.lower(), region)
-        self.lifecycle: JobLifecycle | None = None  # set when the job starts running
+        self.state: JobState | None = None  # what its lifecycle publishes, once it runs
         self.stop = threading.Event()
-        self.status = "InProgress"
+        self.status = JobStatus.IN_PROGRESS
         self.failure_reason: str | None = None
         self.created = self.modified = clock()
         self.training_start: float | None = None
@@ -84,6 +88,7 @@ class ServedJob:
                                  clock=clock, on_error=on_log_error,
                                  on_lines=self.metrics.lines if spec.metric_definitions else None)
         self._run = run
+        self._queue = queue
         self._lock = threading.Lock()
         self._thread = threading.Thread(target=self._main, name=f"job-{spec.job_name}", daemon=True)
 
@@ -96,14 +101,40 @@ class ServedJob:
         return self.transitions[-1].status
 
     def start(self) -> None:
+        """Run now, or once its queue has room."""
+        if self._queue is None:
+            self.launch()
+        else:
+            self._queue.submit(self)
+
+    def launch(self) -> None:
+        with self._lock:
+            if self.status in TERMINAL:  # stopped while it waited
+                return
         self._thread.start()
 
+    def waiting(self, message: str) -> None:
+        """Its place in the queue: SecondaryStatus Starting, as SageMaker shows a job waiting for capacity."""
+        with self._lock:
+            last = self.transitions[-1]
+            if last.status == "Starting" and self.status is JobStatus.IN_PROGRESS:
+                self.transitions[-1] = Transition(last.status, message, last.start)
+                self.modified = self.clock()
+
     def attach(self, lifecycle: JobLifecycle) -> None:
-        """The job's lifecycle, once made: its rules' statuses are read through it."""
-        self.lifecycle = lifecycle
+        """The job's lifecycle, once made: what it publishes (launcher/job/record.py's JobState) is
+        observed: its SecondaryStatus moves, its rules' statuses (only the state is kept: the
+        lifecycle and what it holds go once the job ends)."""
+        self.state = lifecycle.state
+        lifecycle.state.listen(self._observe)
+
+    def _observe(self, before: Snapshot, after: Snapshot) -> None:
+        if (after.secondary, after.status) != (before.secondary, before.status):
+            self.phase(after.secondary, after.message)
 
     def join(self, timeout: float) -> bool:
-        self._thread.join(timeout)
+        if self._thread.ident is not None:  # never started: it waited in the queue
+            self._thread.join(timeout)
         return not self._thread.is_alive()
 
     @property
@@ -113,14 +144,14 @@ class ServedJob:
     # -- progress ----------------------------------------------------------------------------------
     def phase(self, status: str, message: str) -> None:
         """JobLifecycle's on_phase: a new SecondaryStatus (the previous one ends now)."""
-        if status in _SECONDARY_OF or status == "MaxRuntimeExceeded":
+        if status in _SECONDARY_OF or status == MAX_RUNTIME_EXCEEDED:
             self.pump.finish()  # the whole log is in CloudWatch before the job reads as ended
         with self._lock:
             now = self.clock()
             if status == "Training":
                 self.training_start = now
                 self.pump.start()
-            if status in _SECONDARY_OF or status == "MaxRuntimeExceeded":
+            if status in _SECONDARY_OF or status == MAX_RUNTIME_EXCEEDED:
                 self._end(status, message, now)
                 return
             if status == self.secondary_status:
@@ -137,27 +168,32 @@ class ServedJob:
         """The training's outcome (after publishing): TrainingJobStatus and its last transition."""
         if self.status in TERMINAL:
             return
-        status = "Stopped" if secondary == "MaxRuntimeExceeded" else secondary
+        status = "Stopped" if secondary == MAX_RUNTIME_EXCEEDED else secondary
         if self.stop.is_set() and status != "Failed":
             status = secondary = "Stopped"
         message = _SECONDARY_OF[status][1]
-        if secondary == "MaxRuntimeExceeded":
-            message = "The job stopped because it exceeded the maximum allowed runtime."
+        if secondary == MAX_RUNTIME_EXCEEDED:
+            message = MAX_RUNTIME_MESSAGE
         if self.training_start is not None and self.training_end is None:
             self.training_end = now
         self._move(secondary, message, now)
         self.transitions[-1] = Transition(secondary, message, now, now)
-        self.status = status
+        self.status = JobStatus(status)
         if status == "Failed":
             self.failure_reason = reason or "AlgorithmError: the training failed (see its log)"
 
     def request_stop(self) -> None:
-        """StopTrainingJob: Stopping at once, Stopped once the lifecycle ended the training."""
+        """StopTrainingJob: Stopping at once, Stopped once the lifecycle ended the training; a job
+        still waiting in the queue is Stopped at once."""
+        withdrawn = self._queue is not None and self._queue.withdraw(self)
         with self._lock:
             if self.status in TERMINAL or self.stop.is_set():
                 return
             self.stop.set()
-            self.status = "Stopping"
+            if withdrawn:
+                self._end("Stopped", "", self.clock())
+                return
+            self.status = JobStatus.STOPPING
             self._move("Stopping", "Stopping the training job", self.clock())
 
     def _main(self) -> None:
@@ -172,30 +208,29 @@ class ServedJob:
                 if self.status not in TERMINAL:
                     self._end("Stopped" if self.stop.is_set() else "Failed", "ClientError: the job ended early",
                               self.clock())
+            if self._queue is not None:
+                self._queue.done(self)
 
     # -- DescribeTrainingJob -----------------------------------------------------------------------
-    def rule_statuses(self, client: Any) -> tuple[list[dict[str, Any]], list[dict[str, Any]]]:
-        """The rules' statuses, read as the job's launcher reads them (through its status keepers),
-        else from S3 with the retry policy."""
-        spec = self.spec
-        refs = [RuleRef(r.name, r.output, r.kind) for r in spec.debug_rules + spec.profiler_rules]
-        lifecycle = self.lifecycle
-        open_output = lifecycle.rule_output if lifecycle is not None else (lambda uri: open_storage(uri, client=client))
-        try:
-            rows = {row["RuleConfigurationName"]: row for row in rule_job_summary(refs, open_output)}
-        except Exception:  # noqa: BLE001 - S3 not answering: the statuses are not known yet
-            rows = {}
+    def rule_statuses(self) -> tuple[list[dict[str, Any]], list[dict[str, Any]]]:
+        """The rules' statuses as the job's lifecycle last published them (it reads them every
+        settle interval while the job runs, and at its end): never a wait on S3 or on the job."""
+        state = self.state
+        published = {r.name: r for r in state.snapshot().rules} if state is not None else {}
 
         def api(rules: tuple[Any, ...]) -> list[dict[str, Any]]:
             out = []
             for r in rules:
-                row = rows.get(r.name) or {"RuleConfigurationName": r.name, "RuleEvaluationStatus": "InProgress"}
-                out.append(api_rule_status(row, self.name, self.created, self.region))
+                row = published.get(r.name)
+                fields = {"RuleConfigurationName": r.name, "RuleEvaluationStatus": "InProgress"} if row is None else {
+                    "RuleConfigurationName": r.name, "RuleEvaluationStatus": row.status.value,
+                    "StatusDetails": row.details, "LastModifiedTime": row.modified}
+                out.append(api_rule_status(fields, self.name, self.created, self.region))
             return out
 
-        return api(spec.debug_rules), api(spec.profiler_rules)
+        return api(self.spec.debug_rules), api(self.spec.profiler_rules)
 
-    def describe(self, client: Any) -> dict[str, Any]:
+    def describe(self) -> dict[str, Any]:
         with self._lock:
             out: dict[str, Any] = {"TrainingJobName": self.name, "TrainingJobArn": self.arn,
                                    "ModelArtifacts": {"S3ModelArtifacts": self.spec.model_artifacts},
@@ -226,7 +261,7 @@ class ServedJob:
             if self.training_start is not None and self.training_end is not None:
                 seconds = max(1, round(self.training_end - self.training_start))
                 out["TrainingTimeInSeconds"] = out["BillableTimeInSeconds"] = seconds
-        debug, profiler = self.rule_statuses(client)
+        debug, profiler = self.rule_statuses()
         if self.spec.debug_rules:
             out["DebugRuleEvaluationStatuses"] = debug
         if self.spec.profiler_rules:

@@ -15,7 +15,6 @@ from pathlib import Path
 from typing import Any
 
 from sdlocal.evaluator.rule import RuleKind
-from sdlocal.launcher.jobdir.training_env import HOST, TrainingEnvironment, host_names
 from sdlocal.launcher.spec.algorithm import BuiltinAlgorithm, ContainerCommand, MetricDefinition
 from sdlocal.launcher.spec.collection_configs import (
     CollectionConfig,
@@ -31,6 +30,11 @@ from sdlocal.launcher.spec.job_settings import (
 
 DEFAULT_S3_OUTPUT_PATH = "s3://sdlocal/jobs"
 
+
+
+def host_names(count: int) -> tuple[str, ...]:
+    """algo-1 .. algo-`count`, as SageMaker names a job's hosts."""
+    return tuple(f"algo-{i}" for i in range(1, max(count, 1) + 1))
 
 @dataclass(frozen=True)
 class HookSpec:
@@ -150,11 +154,6 @@ class JobSpec:
     @property
     def multi_host(self) -> bool:
         return self.instance_count > 1
-
-    def training_environment(self, host: str = HOST) -> TrainingEnvironment:
-        """What the training toolkit tells the script on `host`."""
-        return TrainingEnvironment(self.job_name, self.entry_point, tuple(self.request_hyperparameters.items()),
-                                   self.channels, self.instance_type, hosts=self.hosts, current_host=host)
 
     def input_uris(self) -> tuple[str, ...]:
         """The S3 objects or prefixes this job reads: the source tarball, S3 channels, custom rule files."""

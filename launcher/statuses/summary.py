@@ -1,13 +1,12 @@
 """`rule_job_summary()`: the rules' statuses read from S3 (Debugger rules, then profiler rules),
 and their table. A rule with no status yet is reported `InProgress`, except a profiler rule that
-its run started no evaluator for (the job record's `Evaluated`): it is left out."""
+its run started no evaluator for (the job record's `Evaluated`): it is left out. Statuses are
+read here; the job record (launcher/job/record.py) is the CLI's to read and hand over."""
 from __future__ import annotations
 
-import json
 from collections.abc import Callable, Iterable, Sequence
 from dataclasses import dataclass
 from datetime import datetime, timezone
-from pathlib import Path
 from typing import Any
 
 from sdlocal.evaluator.errors import CorruptStatusError
@@ -88,20 +87,11 @@ def sdk_summary(rows: Sequence[dict[str, Any]], job_name: str, region: str | Non
 
 
 def rules_of_job(open_job: Callable[[str], Storage], job_name: str, *, output_path: str | None,
-                 job_dir: Path | None) -> list[RuleRef]:
-    """The job's rules: from `--s3-output-path` (listing `rule-output/`), else the local job record
-    written by `sdlocal run`, else the default output path."""
-    record = job_dir / "job.json" if job_dir else None
-    if output_path is None and record is not None and record.is_file():
-        try:
-            data = json.loads(record.read_bytes())
-            return [RuleRef(str(r["RuleConfigurationName"]), str(r["RuleOutput"]), kind,
-                            kind == RuleKind.DEBUGGER or r.get("Evaluated") is True)  # older records: no profiler rule ran
-                    for key, kind in (("DebugRules", RuleKind.DEBUGGER), ("ProfilerRules", RuleKind.PROFILER))
-                    for r in data.get(key, [])]
-        except (OSError, ValueError, KeyError, TypeError, AttributeError) as e:
-            raise JobError(f"{record}: corrupt job record ({type(e).__name__}: {e}); "
-                           "give --s3-output-path to read the statuses from S3") from None
+                 recorded: Sequence[RuleRef] | None = None) -> list[RuleRef]:
+    """The job's rules: from `--s3-output-path` (listing `rule-output/`), else those of the local
+    job record (`recorded`: what launcher/job/record.py read), else the default output path."""
+    if output_path is None and recorded is not None:
+        return list(recorded)
     from sdlocal.launcher.spec.model import DEFAULT_S3_OUTPUT_PATH
 
     base = (output_path or DEFAULT_S3_OUTPUT_PATH).rstrip("/")
@@ -111,18 +101,6 @@ def rules_of_job(open_job: Callable[[str], Storage], job_name: str, *, output_pa
     if not names and not job.any_key():
         raise JobError(f"no training job {job_name!r} under {base}/ (give its --s3-output-path?)")
     return [RuleRef(name, f"{job.uri}/rule-output/{name}") for name in names]
-
-
-def training_outcome(job_name: str, job_dir: Path | None) -> str | None:
-    """How the training ended, from the local job record (`sdlocal run` writes it): TrainingJobStatus,
-    SecondaryStatus where it says more (MaxRuntimeExceeded), FailureReason; None without a record."""
-    from sdlocal.launcher.job.model import describe_outcome
-
-    try:
-        record = json.loads((job_dir / "job.json").read_text()) if job_dir is not None else None
-    except (OSError, ValueError):
-        return None
-    return describe_outcome(job_name, record) if isinstance(record, dict) else None
 
 
 def format_table(rows: Sequence[dict[str, Any]]) -> str:

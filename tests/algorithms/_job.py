@@ -19,6 +19,7 @@ import numpy as np
 from sdlocal.launcher.job.staging import stage_channels
 from sdlocal.launcher.jobdir.configs import write_configs
 from sdlocal.launcher.jobdir.folder import JobDir
+from sdlocal.launcher.jobdir.training_env import training_environment
 from sdlocal.launcher.runtime import TrainingLaunch
 from sdlocal.launcher.spec.model import JobSpec
 
@@ -107,14 +108,14 @@ def run_algorithm(tmp: Path, hyperparameters: dict[str, str], channels: list[dic
         request["DebugRuleConfigurations"] = rules
     spec = JobSpec.from_request(request, base_dir=tmp)
     job = JobDir(tmp / "job")
-    write_configs(spec, job, None)
+    write_configs(spec, job)
     data_inputs = stage_channels(None, spec.channels, job.input_data, echo=lambda _line: None)
     if edit is not None:
         edit(job)
     launch = TrainingLaunch(
         job_name=spec.job_name, entry_point=spec.entry_point, source_dir=spec.source_dir, hyperparameters=(),
         config_dir=job.config_dir, model_dir=job.model, log_path=job.logs / "training.log",
-        training_env=spec.training_environment(), data_inputs=data_inputs)
+        training_env=training_environment(spec), data_inputs=data_inputs)
     env = {**os.environ, **launch.container_env(num_gpus=0), "PYTHONPATH": str(REPO),
            "TENSORBOARD_CONFIG_FILE_PATH": str(tmp / "no-tensorboard.json")}
     proc = subprocess.run([sys.executable, "-m", "sdlocal.hook.algorithms.xgboost", "--version", version],

@@ -18,6 +18,7 @@ from sdlocal.launcher.job.artifacts import publish_folder
 from sdlocal.launcher.job.hosts import HostGroup, host_failure, host_launches, torchrun_root_cause
 from sdlocal.launcher.job.staging import bucket_storage, stage_channels, stage_host_channels
 from sdlocal.launcher.jobdir.folder import JobDir
+from sdlocal.launcher.jobdir.training_env import training_environment
 from sdlocal.launcher.runtime.base import MpiLayout, RankLayout, Rendezvous
 from sdlocal.launcher.runtime.docker_config import HostLimits, LimitsError
 from sdlocal.launcher.runtime.mpi import mpirun_argv, nccl_debug, rank_host
@@ -94,7 +95,7 @@ def test_instance_count_and_groups(tmp_path: Path) -> None:
 
 def test_each_host_has_the_toolkits_view_of_the_cluster(tmp_path: Path) -> None:
     spec = spec_of(tmp_path, 2, **SDK_TORCH_DISTRIBUTED)
-    one, two = spec.training_environment("algo-1"), spec.training_environment("algo-2")
+    one, two = training_environment(spec, "algo-1"), training_environment(spec, "algo-2")
     assert two.resource_config() == {
         "current_host": "algo-2", "current_instance_type": "ml.m5.xlarge", "current_group_name": "homogeneousCluster",
         "hosts": ["algo-1", "algo-2"],
@@ -110,7 +111,7 @@ def test_each_host_has_the_toolkits_view_of_the_cluster(tmp_path: Path) -> None:
     assert props["distribution_instance_groups"] == ["homogeneousCluster"]
     assert (props["master_hostname"], props["is_master"], json.loads(env1["SM_TRAINING_ENV"])["is_master"]) == \
         ("algo-1", False, True)
-    plain = spec_of(tmp_path, 2).training_environment("algo-2").properties("/opt/ml", code_dir="c", num_gpus=0,
+    plain = training_environment(spec_of(tmp_path, 2), "algo-2").properties("/opt/ml", code_dir="c", num_gpus=0,
                                                                             num_cpus=1)
     assert plain["distribution_hosts"] == [] and plain["current_instance_group_hosts"] == ["algo-1", "algo-2"]
 

@@ -8,6 +8,7 @@ from typing import Any
 import pytest
 
 from sdlocal.launcher.errors import SpecError
+from sdlocal.launcher.jobdir.training_env import training_environment
 from sdlocal.launcher.spec.model import JobSpec
 from sdlocal.launcher.spec.overrides import Overrides
 
@@ -37,7 +38,7 @@ def test_channels_s3_local_and_sdk_local_mode(src: Path) -> None:
     assert [(c.name, c.source, c.is_s3) for c in spec.channels] == [
         ("training", "s3://b/data/", True), ("local", str(src / "data"), False),
         ("abs", str(src / "data" / "train.csv"), False)]
-    assert spec.training_environment().input_data_config() == {
+    assert training_environment(spec).input_data_config() == {
         "training": {"ContentType": "text/csv", "TrainingInputMode": "File", "S3DistributionType": "FullyReplicated",
                      "RecordWrapperType": "None"},
         "local": {"TrainingInputMode": "File", "S3DistributionType": "FullyReplicated", "RecordWrapperType": "None"},
@@ -101,9 +102,9 @@ def test_resource_config_and_output_data_config(src: Path) -> None:
                  OutputDataConfig={"S3OutputPath": "s3://models/out/", "KmsKeyId": "k"},
                  DebugHookConfig={"S3OutputPath": "s3://debug/x"}, TrainingJobName="j1")
     assert spec.instance_type == "ml.g5.xlarge"
-    assert spec.training_environment().resource_config()["current_instance_type"] == "ml.g5.xlarge"
+    assert training_environment(spec).resource_config()["current_instance_type"] == "ml.g5.xlarge"
     assert spec.instance_count == 2 and spec.hosts == ("algo-1", "algo-2") and not spec.warnings
-    assert spec.training_environment("algo-2").resource_config()["current_host"] == "algo-2"
+    assert training_environment(spec, "algo-2").resource_config()["current_host"] == "algo-2"
     assert "ResourceConfig.VolumeSizeInGB" in spec.ignored_fields and "OutputDataConfig.KmsKeyId" in spec.ignored_fields
     assert spec.model_artifacts == "s3://models/out/j1/output/model.tar.gz"  # SageMaker's layout
     assert spec.job_output == "s3://debug/x/j1"

@@ -7,6 +7,7 @@ from typing import Any
 
 import numpy as np
 
+from sdlocal.launcher.job.record import new_record, write_record
 from sdlocal.launcher.jobdir.configs import write_configs
 from sdlocal.launcher.jobdir.folder import JobDir
 from sdlocal.launcher.spec.model import JobSpec
@@ -31,7 +32,8 @@ def test_write_configs(tmp_path: Path) -> None:
         base_dir=tmp_path, check_rule_names=False,
     )
     job_dir = JobDir(tmp_path / "job")
-    write_configs(spec, job_dir, "http://127.0.0.1:1")
+    write_configs(spec, job_dir)
+    write_record(job_dir.root, new_record(spec, "http://127.0.0.1:1"))
     hook = json.loads(job_dir.config_file("debughookconfig").read_text())
     assert hook["LocalPath"] == str(job_dir.tensors)
     assert hook["S3OutputPath"] == "s3://sdlocal/jobs/j1/debug-output"

@@ -13,7 +13,7 @@ import pytest
 
 from sdlocal.launcher.jobdir.configs import write_configs
 from sdlocal.launcher.jobdir.folder import JobDir
-from sdlocal.launcher.jobdir.training_env import count_gpus
+from sdlocal.launcher.jobdir.training_env import count_gpus, training_environment
 from sdlocal.launcher.runtime import TrainingLaunch
 from sdlocal.launcher.spec.model import JobSpec
 
@@ -31,7 +31,7 @@ def toolkit_spec(tmp_path: Path, toolkit: dict[str, Any]) -> JobSpec:
 
 
 def test_sm_variables_are_the_toolkits(tmp_path: Path, toolkit: dict[str, Any]) -> None:
-    env = toolkit_spec(tmp_path, toolkit).training_environment()
+    env = training_environment(toolkit_spec(tmp_path, toolkit))
     ours = env.to_env("{OPT_ML}", code_dir="{OPT_ML}/code", num_gpus=0, num_cpus=int(toolkit["env"]["SM_NUM_CPUS"]))
     assert ours.pop("CURRENT_HOST") == "algo-1"  # the toolkit exports it to the script too
     assert sorted(ours) == sorted(toolkit["env"])
@@ -43,7 +43,7 @@ def test_sm_variables_are_the_toolkits(tmp_path: Path, toolkit: dict[str, Any]) 
 def test_config_files_are_what_the_toolkit_reads(tmp_path: Path, toolkit: dict[str, Any]) -> None:
     spec = toolkit_spec(tmp_path, toolkit)
     job_dir = JobDir(tmp_path / "job")
-    write_configs(spec, job_dir, None)
+    write_configs(spec, job_dir)
     training_env = json.loads(toolkit["env"]["SM_TRAINING_ENV"])
     assert json.loads(job_dir.config_file("resourceconfig").read_text()) == training_env["resource_config"]
     assert json.loads(job_dir.config_file("inputdataconfig").read_text()) == training_env["input_data_config"]
@@ -56,7 +56,7 @@ def test_launch_environment_request_environment_and_argv(tmp_path: Path, toolkit
     launch = TrainingLaunch(
         job_name=spec.job_name, entry_point="train.py", source_dir=tmp_path, hyperparameters=(),
         config_dir=config, model_dir=tmp_path / "job" / "model", log_path=tmp_path / "job" / "logs" / "t.log",
-        training_env=spec.training_environment(), env=(("AWS_ENDPOINT_URL_S3", "http://s3"),),
+        training_env=training_environment(spec), env=(("AWS_ENDPOINT_URL_S3", "http://s3"),),
         environment=(("MY_SETTING", "on"), ("SM_MODEL_DIR", "/elsewhere"), ("AWS_ENDPOINT_URL_S3", "http://x")))
     env = launch.container_env(num_gpus=3)
     root = str(tmp_path / "job")

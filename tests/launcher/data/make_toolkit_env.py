@@ -55,7 +55,7 @@ def main(toolkit_python: str) -> None:
         (Path(tmp) / "train.py").write_text("")
         spec = JobSpec.from_request(REQUEST, base_dir=Path(tmp), check_rule_names=False)
         job_dir = JobDir(Path(tmp) / "opt-ml")
-        write_configs(spec, job_dir, None)
+        write_configs(spec, job_dir)
         env = {"SAGEMAKER_BASE_DIR": str(job_dir.root), "TRAINING_JOB_NAME": spec.job_name, "PATH": "/usr/bin:/bin",
                "AWS_DEFAULT_REGION": "us-east-1"}
         out = subprocess.run([toolkit_python, "-c", TOOLKIT], env=env, capture_output=True, text=True, check=True)

@@ -33,6 +33,7 @@ LABEL_ROLE = "sdlocal.role"  # training | rule | s3-gateway
 LABEL_RULE = "sdlocal.rule"  # the RuleConfigurationName of an evaluator
 LABEL_HOST = "sdlocal.host"  # the host (algo-1, algo-2, ...) of a training
 LABEL_IMAGE = "sdlocal.image"  # on sdlocal's images: training | evaluator
+GATEWAY_PORT = 9000  # the docker runtime's S3 gateway container listens here; the S3 endpoints accept it in Host
 
 
 def _env(environ: Mapping[str, str] | None) -> Mapping[str, str]:

@@ -14,7 +14,7 @@ from typing import Any
 from urllib.parse import urlsplit
 
 from sdlocal.launcher.errors import RuntimeLaunchError
-from sdlocal.launcher.s3.guard import GATEWAY_PORT
+from sdlocal.launcher.settings import GATEWAY_PORT
 from sdlocal.launcher.spec.values import instance_resources, is_debugger_rule_image
 
 OPT_ML = "/opt/ml"

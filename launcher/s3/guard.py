@@ -26,8 +26,9 @@ import os
 from collections.abc import Callable, Iterable
 from typing import Any
 
+from sdlocal.launcher.settings import GATEWAY_PORT  # noqa: F401 - the gateway's port, for the wrapper's users
+
 ALLOWED_HOSTS = "SDLOCAL_ALLOWED_HOSTS"
-GATEWAY_PORT = 9000  # the docker runtime's S3 gateway container listens here (runtime/docker.py)
 WsgiApp = Callable[[dict[str, Any], Callable[..., Any]], Iterable[bytes]]
 
 

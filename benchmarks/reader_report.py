@@ -64,6 +64,9 @@ def summarize(runs: Sequence[Record]) -> list[dict[str, Any]]:
                 "as_shipped_s": statistics.median(r["total_s"] for r in mine),
                 "gbps_median": row["bytes"] / median_s / 1e9 if median_s > 0 else None,
                 "gbps_best": row["bytes"] / min_s / 1e9 if min_s > 0 else None,
+                # per second of the reader's CPU time: what the load of a shared machine cannot inflate
+                "gbps_cpu": (row["bytes"] / statistics.median(r["cpu_s"] for r in mine) / 1e9
+                             if statistics.median(r["cpu_s"] for r in mine) > 0 else None),
                 "protobuf": mine[0].get("protobuf"),
                 "minor_faults": (statistics.median(r["minor_faults"] for r in mine)
                                  if all("minor_faults" in r for r in mine) else None),
@@ -191,10 +194,11 @@ def markdown(results: Mapping[str, Any]) -> str:
             + f"smdebug GB/s (median / best) | smdebug ÷ ours time | ≥{LARGE_GBPS_TARGET:g} GB/s |"
             + (" read + first use GB/s: ours" + (" / before" if has_baseline else "") + " (median / best) |"
                if has_use else "")
+            + " per CPU second: ours" + (" / via API" if has_facade else "") + " / smdebug |"
             + (" smdebug-cpp GB/s (median) |" if has_cpp else "")
             + (" page faults while reading: ours" + (" / before" if has_baseline else "") + " |" if has_faults else ""),
             "|---|---|" + ("---|" if has_facade else "") + ("---|" if has_baseline else "") + "---|---|---|"
-            + ("---|" if has_use else "")
+            + ("---|" if has_use else "") + "---|"
             + ("---|" if has_cpp else "") + ("---|" if has_faults else ""),
         ]
         for row in large:
@@ -209,6 +213,9 @@ def markdown(results: Mapping[str, Any]) -> str:
                    + (f"; {_cell(row, 'ours-baseline', 'gbps_use_median', _gb)} /"
                       f" {_cell(row, 'ours-baseline', 'gbps_use_best', _gb)}" if has_baseline else "") + " |"
                    if has_use else "")
+                + f" {_cell(row, 'ours', 'gbps_cpu', _gb)}"
+                + (f" / {_cell(row, 'facade', 'gbps_cpu', _gb)}" if has_facade else "")
+                + f" / {_cell(row, 'smdebug', 'gbps_cpu', _gb)} |"
                 + (f" {_cell(row, 'smdebug-cpp', 'gbps_median', _gb)} |" if has_cpp else "")
                 + (f" {_cell(row, 'ours', 'minor_faults', _n)}"
                    + (f" / {_cell(row, 'ours-baseline', 'minor_faults', _n)}" if has_baseline else "") + " |"

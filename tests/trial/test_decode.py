@@ -196,7 +196,7 @@ def test_smdebug_written_records_take_the_lean_walk(fixture_trials: Path) -> Non
 
 
 @pytest.mark.parametrize("backend", ["local", "s3"])
-def test_large_values_are_aligned_writable_and_right(backend: str, tmp_path: Path,
+def test_large_values_are_mapped_or_aligned_writable_and_right(backend: str, tmp_path: Path,
                                                     request: pytest.FixtureRequest) -> None:
     rng = np.random.default_rng(1)
     values = {name: rng.standard_normal((700, 1001)).astype(np.float32)  # 2.7 MiB each

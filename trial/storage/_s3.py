@@ -110,7 +110,7 @@ class S3Storage(Storage):
         kwargs = {"Bucket": self.bucket, "Key": self._key(key), "Range": f"bytes={start}-{start + length - 1}"}
 
         def fill(body: Any) -> memoryview:
-            raw = np.empty(length + _ALIGNMENT, dtype=np.uint8)
+            raw: Any = np.empty(length + _ALIGNMENT, dtype=np.uint8)
             shift = -(raw.__array_interface__["data"][0] + (aligned_at or 0)) % _ALIGNMENT
             view = memoryview(raw[shift: shift + length])
             if not hasattr(body, "readinto"):  # an older botocore's body: read, then copy in once

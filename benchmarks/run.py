@@ -176,6 +176,7 @@ def parse_args(argv: list[str] | None) -> argparse.Namespace:
                              " training model), reader (small and large tensors, both writers, ours, ours through"
                              " smdebug's API and smdebug: benchmarks/reader.py); default all")
     parser.add_argument("--large-steps", type=int, help="reader part: 64 MiB values per large trial (default 8)")
+    parser.add_argument("--reader-rounds", type=int, help="reader part: rounds (default 3)")
     parser.add_argument("--smdebug-python", help="the side virtualenv's python (default $SDLOCAL_SMDEBUG_PYTHON)")
     parser.add_argument("--results-dir", type=Path, default=DEFAULT_RESULTS_DIR)
     parser.add_argument("--work-dir", type=Path, help="where trials are written (default a tmpfs)")
@@ -224,7 +225,8 @@ def main(argv: list[str] | None = None, log: Log = print) -> int:
             from benchmarks import reader
 
             log("reader: small and large tensors, trials by both writers")
-            results["reader"] = reader.run_part(args.quick, side_python, work, log, args.seed, args.large_steps)
+            results["reader"] = reader.run_part(args.quick, side_python, work, log, args.seed, args.large_steps,
+                                                args.reader_rounds)
     except BenchmarkError as e:
         print(f"benchmark failed: {e}", file=sys.stderr)
         return 1

@@ -234,7 +234,7 @@ def main(argv: list[str] | None = None, log: Log = print) -> int:
         shutil.rmtree(work, ignore_errors=True)
     results["machine"]["loadavg_end"] = os.getloadavg()
     results["elapsed_s"] = time.perf_counter() - started
-    text = report.markdown(results)
+    text = report.markdown(results) if "training" in results or "reading" in results else ""
     if "reader" in results:
         from benchmarks import reader_report
 

@@ -67,6 +67,30 @@ FULL = ReaderSettings(mode="full", small_steps=300, large_steps=3, large_rows=40
 QUICK = ReaderSettings(mode="quick", small_steps=20, large_steps=1, large_rows=512, large_cols=1024, rounds=1)
 
 
+# what benchmarks/run.py runs: the figures of issue 30 (24 x 64 MiB there; 8 x 64 MiB by default here,
+# 512 MiB a trial and 4 trials in memory at once on a shared VM; --large-steps 24 for the full set)
+IN_RUN = ReaderSettings(mode="full", small_steps=300, large_steps=8, large_rows=4096, large_cols=4096, rounds=3)
+
+
+def run_part(quick: bool, side_python: Path | None, work: Path, log: Log, seed: int,
+             large_steps: int | None = None, rounds: int | None = None) -> dict[str, Any]:
+    """The reader benchmark as a part of benchmarks/run.py: the trials written under `work`, every
+    reader (ours, ours through smdebug's API, smdebug) in shuffled order each round; the settings,
+    runs, summary and markdown."""
+    settings = replace(QUICK if quick else IN_RUN,
+                       **{k: v for k, v in {"large_steps": large_steps, "rounds": rounds}.items() if v is not None})
+    readers = ["ours", "facade"] + (["smdebug"] if side_python is not None else [])
+    trials = write_trials(settings, side_python, work, log)
+    runs = run_reading(settings, trials, readers, side_python, None, log, random.Random(seed))
+    for path in trials.values():
+        shutil.rmtree(path, ignore_errors=True)
+    mismatch = reader_report.check_same_values(runs)
+    if mismatch is not None:
+        raise BenchmarkError(f"the readers disagree: {mismatch}")
+    summary = reader_report.summarize(runs)
+    return {"settings": asdict(settings), "runs": runs, "summary": summary}
+
+
 def expected_values(workload: str, s: ReaderSettings) -> int:
     return s.small_steps * SMALL_TENSORS if workload == "small" else s.large_steps * LARGE_TENSORS
 
@@ -100,8 +124,8 @@ def read_once(reader: str, trial_dir: Path, side_python: Path | None, baseline_r
                           extra_env=extra)
     if reader == "ours-baseline" and baseline_root:
         extra["PYTHONPATH"] = str(baseline_root)
-    return run_worker(our_python(), "read.py", ["--reader", "ours", str(trial_dir)], "ours", timeout_s,
-                      extra_env=extra)
+    return run_worker(our_python(), "read.py", ["--reader", "facade" if reader == "facade" else "ours", str(trial_dir)],
+                      "ours", timeout_s, extra_env=extra)
 
 
 def run_reading(s: ReaderSettings, trials: dict[tuple[str, str], Path], readers: list[str],
@@ -169,7 +193,7 @@ def main(argv: list[str] | None = None, log: Log = print) -> int:
     if args.smdebug_cpp_python is not None and not Path(args.smdebug_cpp_python).exists():
         raise SystemExit(f"--smdebug-cpp-python {args.smdebug_cpp_python}: not found")
     cpp_python = Path(args.smdebug_cpp_python) if args.smdebug_cpp_python and not args.no_smdebug else None
-    readers = (["ours"] + (["ours-baseline"] if args.baseline_root else []) + (["smdebug"] if side_python else [])
+    readers = (["ours", "facade"] + (["ours-baseline"] if args.baseline_root else []) + (["smdebug"] if side_python else [])
                + (["smdebug-cpp"] if cpp_python else []))
     work, work_kind = pick_work_dir(args.work_dir)
     results: dict[str, Any] = {

@@ -171,7 +171,12 @@ def parse_args(argv: list[str] | None) -> argparse.Namespace:
     parser = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
     parser.add_argument("--quick", action="store_true", help="a few steps, one round: a smoke run")
     parser.add_argument("--no-smdebug", action="store_true", help="our side only (no side virtualenv)")
-    parser.add_argument("--parts", default="train,read", help="comma-separated: train, read (default both)")
+    parser.add_argument("--parts", default="train,read,reader",
+                        help="comma-separated: train (the hook's step time), read (one 50-step trial of the"
+                             " training model), reader (small and large tensors, both writers, ours, ours through"
+                             " smdebug's API and smdebug: benchmarks/reader.py); default all")
+    parser.add_argument("--large-steps", type=int, help="reader part: 64 MiB values per large trial (default 8)")
+    parser.add_argument("--reader-rounds", type=int, help="reader part: rounds (default 3)")
     parser.add_argument("--smdebug-python", help="the side virtualenv's python (default $SDLOCAL_SMDEBUG_PYTHON)")
     parser.add_argument("--results-dir", type=Path, default=DEFAULT_RESULTS_DIR)
     parser.add_argument("--work-dir", type=Path, help="where trials are written (default a tmpfs)")
@@ -188,8 +193,8 @@ def parse_args(argv: list[str] | None) -> argparse.Namespace:
 def main(argv: list[str] | None = None, log: Log = print) -> int:
     args = parse_args(argv)
     parts = {p.strip() for p in args.parts.split(",") if p.strip()}
-    if not parts <= {"train", "read"} or not parts:
-        raise SystemExit(f"--parts: expected train and/or read, got {args.parts!r}")
+    if not parts <= {"train", "read", "reader"} or not parts:
+        raise SystemExit(f"--parts: expected some of train, read, reader, got {args.parts!r}")
     settings = (QUICK if args.quick else FULL).with_overrides(steps=args.steps, repeats=args.repeats)
     side_python = None if args.no_smdebug else smdebug_python(args.smdebug_python)
     if not args.no_smdebug and (side_python is None or not side_python.exists()):
@@ -216,6 +221,12 @@ def main(argv: list[str] | None = None, log: Log = print) -> int:
         if "read" in parts:
             log(f"reading every tensor ({settings.mode}): trial of {settings.read_steps} steps")
             results["reading"] = run_reading(settings, side_python, work, log)
+        if "reader" in parts:
+            from benchmarks import reader
+
+            log("reader: small and large tensors, trials by both writers")
+            results["reader"] = reader.run_part(args.quick, side_python, work, log, args.seed, args.large_steps,
+                                                args.reader_rounds)
     except BenchmarkError as e:
         print(f"benchmark failed: {e}", file=sys.stderr)
         return 1
@@ -223,7 +234,11 @@ def main(argv: list[str] | None = None, log: Log = print) -> int:
         shutil.rmtree(work, ignore_errors=True)
     results["machine"]["loadavg_end"] = os.getloadavg()
     results["elapsed_s"] = time.perf_counter() - started
-    text = report.markdown(results)
+    text = report.markdown(results) if "training" in results or "reading" in results else ""
+    if "reader" in results:
+        from benchmarks import reader_report
+
+        text += "\n" + reader_report.markdown({**results["reader"], "machine": results["machine"]})
     results["markdown"] = text
     args.results_dir.mkdir(parents=True, exist_ok=True)
     out = args.results_dir / f"bench-{settings.mode}-{time.strftime('%Y%m%dT%H%M%SZ', time.gmtime())}.json"

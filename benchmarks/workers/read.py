@@ -2,7 +2,8 @@
 
     python read.py --reader ours|smdebug PATH
 
-`ours` uses `trial.create_trial` (system python, repository on PYTHONPATH); `smdebug` uses
+`ours` uses `trial.create_trial` (system python, repository on PYTHONPATH), `facade` sdlocal's
+`smdebug.trials.create_trial` (what scripts and notebooks call); `smdebug` uses
 `smdebug.trials.create_trial` (the side virtualenv's python). The timed span starts before the
 trial is opened and ends after the last value is in memory; the checksum is computed afterwards so
 that both readers are timed on reading alone. The checksum pass is timed too (`use_s`): the first
@@ -32,6 +33,13 @@ def _create_trial(reader: str) -> Any:
         from smdebug.trials import create_trial
 
         return create_trial
+    if reader == "facade":  # sdlocal through smdebug's API, as scripts, rules and notebooks call it
+        from sdlocal.trial.smdebug_shim import use_sdlocal_smdebug
+
+        use_sdlocal_smdebug()
+        from smdebug.trials import create_trial as facade_create_trial
+
+        return facade_create_trial
     try:
         from sdlocal.trial import create_trial
     except ImportError:
@@ -113,7 +121,7 @@ def _no_huge_pages() -> None:
 def main(argv: list[str] | None = None) -> int:
     _no_huge_pages()
     parser = argparse.ArgumentParser(description=__doc__)
-    parser.add_argument("--reader", choices=("ours", "smdebug", "bytes"), required=True)
+    parser.add_argument("--reader", choices=("ours", "facade", "smdebug", "bytes"), required=True)
     parser.add_argument("path")
     args = parser.parse_args(argv)
     if args.reader == "bytes":

@@ -143,3 +143,27 @@ def test_readers_that_disagree_are_reported() -> None:
     other = {**same, "checksum": 1.6}
     assert "checksums differ" in str(report.check_same_read([{"variant": "ours", **same},
                                                               {"variant": "smdebug", **other}]))
+
+
+@pytest.mark.slow
+def test_one_command_runs_the_reader_part_through_smdebugs_api_too(tmp_path: Path) -> None:
+    """`run.py --parts reader`: our reader and sdlocal's smdebug facade read the same values of
+    every trial, and the figures printed are those of the runs (GB/s = bytes / median time), with
+    the load average."""
+    results = _run_quick(tmp_path, "--no-smdebug", "--parts", "reader")
+    assert "training" not in results and "reading" not in results
+    part = results["reader"]
+    runs = part["runs"]
+    assert {r["variant"] for r in runs} == {"ours", "facade"}
+    assert {(r["workload"], r["writer"]) for r in runs} == {("small", "ours"), ("large", "ours")}
+    for key in {(r["workload"], r["writer"]) for r in runs}:
+        read = {(r["values"], r["elements"], r["checksum"]) for r in runs if (r["workload"], r["writer"]) == key}
+        assert len(read) == 1 and next(iter(read))[0] > 0  # both ways in read the same, non-empty data
+    large = next(row for row in part["summary"] if row["workload"] == "large")
+    for reader in ("ours", "facade"):
+        [run] = [r for r in runs if r["workload"] == "large" and r["variant"] == reader]
+        assert large[reader]["median_s"] == run["read_s"]
+        assert large[reader]["gbps_median"] == pytest.approx(run["bytes"] / run["read_s"] / 1e9)
+    assert large["verdict"] in ("PASS", "FAIL")
+    assert "via smdebug API GB/s" in results["markdown"] and "Load average at the end" in results["markdown"]
+    assert list(tmp_path.joinpath("work").iterdir()) == []  # trials cleaned up

@@ -133,4 +133,5 @@ def test_summary_with_smdebug_on_a_compiled_protobuf_and_the_first_use_of_values
                                    "machine": {"cpus": 2, "work_dir_kind": "tmpfs"}, "summary": [small, large]})
     assert "smdebug parsed with protobuf python 3.20.3. smdebug-cpp parsed with protobuf cpp 3.20.3." in text
     assert " 0.700 / 0.400 | 4.5× / 4.7× |" in text  # smdebug-cpp: median / fastest, paired / CPU ratio
-    assert "| ours | 4.00 / 4.00 | 0.50 / 0.50 | 8.0× | PASS | 2.00 / 2.00 | 1.00 |" in text
+    # then GB/s per CPU second (ours / smdebug), then smdebug-cpp's GB/s
+    assert "| ours | 4.00 / 4.00 | 0.50 / 0.50 | 8.0× | PASS | 2.00 / 2.00 | 4.00 / 0.50 | 1.00 |" in text

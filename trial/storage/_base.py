@@ -12,6 +12,9 @@ class Storage(ABC):
     fills_own_buffers = False
     # True where map_range maps files (large values are then views of a private mapping)
     maps_files = False
+    # True where a small ranged read costs little beside a large one (not over HTTP: an S3 server
+    # may read the whole object for each ranged GET, as moto does)
+    cheap_small_reads = True
 
     @property
     def outage_wait_s(self) -> float:

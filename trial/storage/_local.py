@@ -101,8 +101,9 @@ class LocalStorage(Storage):
         finally:
             os.close(fd)
         if _MADV_POPULATE_READ is not None:
+            first_page = (start - base) - (start - base) % mmap.PAGESIZE  # madvise takes page-aligned starts
             try:
-                mapped.madvise(_MADV_POPULATE_READ, start - base, length)
+                mapped.madvise(_MADV_POPULATE_READ, first_page, start + length - base - first_page)
             except (OSError, ValueError):
                 pass  # an older kernel: the pages are mapped at first touch instead
         return memoryview(mapped)[start - base:]

@@ -14,6 +14,24 @@ from pathlib import Path
 from typing import Any
 
 
+def pin_malloc() -> None:
+    """glibc keeps what a thread freed in its arena (one per thread of werkzeug's, up to 8 per core),
+    and after a large body is freed it raises its mmap threshold so that the next ones come from
+    those arenas too: a server whose objects are all on disk then holds tens of MB of bodies long
+    gone. Two arenas and a fixed threshold give large bodies back to the system when freed."""
+    import ctypes
+    import ctypes.util
+
+    name = ctypes.util.find_library("c")
+    try:
+        libc = ctypes.CDLL(name) if name else None
+        if libc is not None and hasattr(libc, "mallopt"):
+            libc.mallopt(-8, 2)  # M_ARENA_MAX
+            libc.mallopt(-3, 256 * 1024)  # M_MMAP_THRESHOLD (fixed: no longer raised by frees)
+    except OSError:  # not glibc: its own allocator's ways
+        pass
+
+
 def main(argv: list[str] | None = None) -> int:
     parser = argparse.ArgumentParser(prog="python -m sdlocal.launcher.s3.server")
     parser.add_argument("--host", default="127.0.0.1")
@@ -28,6 +46,7 @@ def main(argv: list[str] | None = None) -> int:
 
     app: Any = DomainDispatcherApplication(create_backend_app)
     if args.data_dir is not None:
+        pin_malloc()
         from moto.s3.models import s3_backends
 
         from sdlocal.launcher.s3.moto_disk import Persisting, install_hooks, open_buckets

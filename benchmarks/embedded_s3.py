@@ -1,7 +1,7 @@
 """The embedded S3 (`python -m sdlocal.launcher.s3.server --data-dir`) as what it stores grows, beside
 moto's in-memory server (the same module without `--data-dir`), in one run.
 
-    python benchmarks/embedded_s3.py [--sizes-gb 0,1,4,10] [--dir DIR] [--keep] [--rounds 2]
+    python benchmarks/embedded_s3.py [--sizes-gb 0,1,4,10] [--dir DIR | --keep] [--rounds 2]
     python benchmarks/embedded_s3.py --quick      # smoke run: 0 and 20 MB stored, a few objects
 
 For each stored size (ascending, the data folder filled up to it between sizes): jobs of
@@ -145,8 +145,9 @@ def one_run(data_dir: Path | None, puts: int, small: int, tag: str) -> dict[str,
 def main(argv: list[str] | None = None) -> int:
     parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
     parser.add_argument("--sizes-gb", default="0,1,4,10", help="Stored sizes to measure at, GB (10^9 bytes), ascending.")
-    parser.add_argument("--dir", type=Path, default=None, help="The data folder (default: a new one under /var/tmp).")
-    parser.add_argument("--keep", action="store_true", help="Keep the data folder (a later run with --dir reuses it).")
+    parser.add_argument("--dir", type=Path, default=None,
+                        help="The data folder, filled further and kept (default: a new one under /var/tmp, removed after).")
+    parser.add_argument("--keep", action="store_true", help="Keep the new data folder (a later run with --dir reuses it).")
     parser.add_argument("--job-mb", type=float, default=100.0, help="Size of each stored job, MB.")
     parser.add_argument("--small-per-big", type=int, default=20, help="Stored 10 KiB objects per 4 MiB one.")
     parser.add_argument("--puts", type=int, default=64, help="1 MiB objects each round PUTs and GETs.")
@@ -180,8 +181,10 @@ def main(argv: list[str] | None = None) -> int:
                          "put_small_ratio": med["disk"]["put_small_per_s"] / med["memory"]["put_small_per_s"],
                          "get_small_ratio": med["disk"]["get_small_per_s"] / med["memory"]["get_small_per_s"]})
     finally:
-        if not args.keep:
+        if args.dir is None and not args.keep:
             shutil.rmtree(data_dir, ignore_errors=True)
+        elif args.dir is None:
+            print(f"kept the data folder {data_dir}", file=sys.stderr)
     print("| stored | objects | start s (disk / mem) | RSS MiB (disk / mem) | peak RSS MiB (disk) | PUT MiB/s (disk / mem) "
           "| GET MiB/s (disk / mem) | PUT ratio | GET ratio | small PUT ratio | small GET ratio | LIST s (disk / mem) |")
     print("|---|---|---|---|---|---|---|---|---|---|---|---|")

@@ -70,7 +70,7 @@ def _fake_key(obj: StoredObject, account: str, region: str) -> Any:
     from moto.s3.models import FakeKey
 
     key = FakeKey(obj.key, b"", account, region, etag=obj.etag or None, bucket_name=obj.bucket)
-    key._value_buffer = DiskBody(obj)
+    key._value_buffer = DiskBody(obj)  # type: ignore[assignment]
     key.contentsize = obj.size
     key.set_metadata(dict(obj.metadata))
     if obj.modified:
@@ -139,7 +139,11 @@ class DiskKeys(_base_store()):  # type: ignore[misc]
         return isinstance(name, str) and (dict.__contains__(self, name) or self.store.has(self.bucket, name))
 
     def __len__(self) -> int:
-        return self.store.count(self.bucket) + sum(1 for n in dict.keys(self) if not self.store.has(self.bucket, n))
+        return self.store.count(self.bucket) + sum(1 for n in self._in_flight() if not self.store.has(self.bucket, n))
+
+    def _in_flight(self) -> dict[str, list[Any]]:
+        """What requests in flight wrote: name -> [FakeKey]."""
+        return dict(dict.items(self))
 
     def __bool__(self) -> bool:
         return len(self) > 0
@@ -150,7 +154,7 @@ class DiskKeys(_base_store()):  # type: ignore[misc]
     def _self_iterable(self) -> dict[str, Any]:
         """Every key (moto's rare whole-bucket walks: versions, reset, metrics)."""
         every: dict[str, Any] = {o.key: [_fake_key(o, self.account, self.region)] for o in self.store.scan(self.bucket)}
-        every.update(dict(dict.items(self)))
+        every.update(self._in_flight())
         return every
 
     def item_size(self) -> int:
@@ -162,7 +166,7 @@ class DiskKeys(_base_store()):  # type: ignore[misc]
         `limit` (None: all); and whether more follow."""
         found: list[Any] = []
         end = after_prefix(prefix) or None
-        pending = sorted((n, v[-1]) for n, v in dict.items(self) if n.startswith(prefix))
+        pending = sorted(((n, v[-1]) for n, v in self._in_flight().items() if n.startswith(prefix)), key=lambda t: t[0])
         start, strict = (after, True) if after and after >= prefix else (prefix, False)
         while True:
             folder = None
@@ -246,8 +250,8 @@ def _untrack() -> None:
     from moto.s3.models import FakeKey, FakeMultipart
 
     for model in (FakeKey, FakeMultipart):
-        if not isinstance(model.instances_tracked, _Untracked):  # a /moto-api/reset makes a new list
-            model.instances_tracked = _Untracked()
+        if not isinstance(getattr(model, "instances_tracked", None), _Untracked):  # a /moto-api/reset makes a new list
+            setattr(model, "instances_tracked", _Untracked())  # noqa: B010 - moto's metaclass adds it
 
 
 def install_hooks(store: DiskStore) -> None:
@@ -272,10 +276,10 @@ def install_hooks(store: DiskStore) -> None:
             store.drop_bucket(bucket_name)
         return bucket
 
-    S3Backend.create_bucket = create_bucket
-    S3Backend.delete_bucket = delete_bucket
-    S3Backend.list_objects = list_objects(S3Backend.list_objects)
-    S3Backend.list_objects_v2 = list_objects_v2(S3Backend.list_objects_v2)
+    for name, method in (("create_bucket", create_bucket), ("delete_bucket", delete_bucket),
+                         ("list_objects", list_objects(S3Backend.list_objects)),
+                         ("list_objects_v2", list_objects_v2(S3Backend.list_objects_v2))):
+        setattr(S3Backend, name, method)
     _untrack()
     _installed = True
 

@@ -183,7 +183,8 @@ class DiskStore:
             buckets = int(self._sql("SELECT count(*) FROM buckets")[0][0])
             n, size = self._sql("SELECT count(*), coalesce(sum(size), 0) FROM objects")[0]
             return Usage(buckets, int(n), int(size))
-        sql, args = "SELECT count(*), coalesce(sum(size), 0) FROM objects WHERE bucket = ? AND key >= ?", (bucket, prefix)
+        sql = "SELECT count(*), coalesce(sum(size), 0) FROM objects WHERE bucket = ? AND key >= ?"
+        args: tuple[Any, ...] = (bucket, prefix)
         if prefix:
             sql, args = sql + " AND key < ?", (*args, after_prefix(prefix))
         n, size = self._sql(sql, args)[0]

@@ -142,6 +142,20 @@ def one_run(data_dir: Path | None, puts: int, small: int, tag: str) -> dict[str,
     }
 
 
+HEADER = ("| stored | objects | start s (disk / mem) | RSS MiB (disk / mem) | peak RSS MiB (disk) "
+          "| PUT MiB/s (disk / mem) | GET MiB/s (disk / mem) | PUT ratio | GET ratio | small PUT ratio "
+          "| small GET ratio | LIST s (disk / mem) |\n|---|---|---|---|---|---|---|---|---|---|---|---|")
+
+
+def _line(row: dict[str, Any]) -> str:
+    d, m = row["disk"], row["memory"]
+    return (f"| {row['stored_gb']:.2f} GB | {row['objects']} | {d['start_s']:.2f} / {m['start_s']:.2f} "
+            f"| {d['rss_mib']:.0f} / {m['rss_mib']:.0f} | {d['peak_rss_mib']:.0f} "
+            f"| {d['put_mib_s']:.1f} / {m['put_mib_s']:.1f} | {d['get_mib_s']:.1f} / {m['get_mib_s']:.1f} "
+            f"| {row['put_ratio']:.2f} | {row['get_ratio']:.2f} | {row['put_small_ratio']:.2f} "
+            f"| {row['get_small_ratio']:.2f} | {d['list_s']:.2f} / {m['list_s']:.2f} |")
+
+
 def main(argv: list[str] | None = None) -> int:
     parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
     parser.add_argument("--sizes-gb", default="0,1,4,10", help="Stored sizes to measure at, GB (10^9 bytes), ascending.")
@@ -163,10 +177,12 @@ def main(argv: list[str] | None = None) -> int:
     if sizes[-1] * 1e9 > free - 2e9:
         raise SystemExit(f"{sizes[-1]:g} GB does not fit in {data_dir} ({free / 1e9:.1f} GB free): give smaller --sizes-gb")
     rows: list[dict[str, Any]] = []
+    print(HEADER, flush=True)
     try:
         for size in sizes:
             t = time.monotonic()
             objects, stored = fill(data_dir, int(size * 1e9), int(args.job_mb * 1e6), args.small_per_big)
+            os.sync()  # the fill's write-back would slow the rounds' writes: measured is a store at rest
             print(f"stored {stored / 1e9:.2f} GB in {objects} objects (filled in {time.monotonic() - t:.0f} s)",
                   file=sys.stderr, flush=True)
             runs: dict[str, list[dict[str, Any]]] = {"disk": [], "memory": []}
@@ -180,21 +196,12 @@ def main(argv: list[str] | None = None) -> int:
                          "get_ratio": med["disk"]["get_mib_s"] / med["memory"]["get_mib_s"],
                          "put_small_ratio": med["disk"]["put_small_per_s"] / med["memory"]["put_small_per_s"],
                          "get_small_ratio": med["disk"]["get_small_per_s"] / med["memory"]["get_small_per_s"]})
+            print(_line(rows[-1]), flush=True)  # each size as it is measured: a long run stopped keeps them
     finally:
         if args.dir is None and not args.keep:
             shutil.rmtree(data_dir, ignore_errors=True)
         elif args.dir is None:
             print(f"kept the data folder {data_dir}", file=sys.stderr)
-    print("| stored | objects | start s (disk / mem) | RSS MiB (disk / mem) | peak RSS MiB (disk) | PUT MiB/s (disk / mem) "
-          "| GET MiB/s (disk / mem) | PUT ratio | GET ratio | small PUT ratio | small GET ratio | LIST s (disk / mem) |")
-    print("|---|---|---|---|---|---|---|---|---|---|---|---|")
-    for row in rows:
-        d, m = row["disk"], row["memory"]
-        print(f"| {row['stored_gb']:.2f} GB | {row['objects']} | {d['start_s']:.2f} / {m['start_s']:.2f} "
-              f"| {d['rss_mib']:.0f} / {m['rss_mib']:.0f} | {d['peak_rss_mib']:.0f} "
-              f"| {d['put_mib_s']:.1f} / {m['put_mib_s']:.1f} | {d['get_mib_s']:.1f} / {m['get_mib_s']:.1f} "
-              f"| {row['put_ratio']:.2f} | {row['get_ratio']:.2f} | {row['put_small_ratio']:.2f} "
-              f"| {row['get_small_ratio']:.2f} | {d['list_s']:.2f} / {m['list_s']:.2f} |")
     print(json.dumps(rows))
     return 0
 

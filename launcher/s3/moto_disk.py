@@ -22,7 +22,8 @@ from typing import Any
 
 from sdlocal.launcher.s3.store import DiskStore, StoredObject, after_prefix
 
-_local = threading.local()  # what the current request wrote: [(DiskKeys, key name, FakeKey)]
+# per request: what it wrote, [(DiskKeys, key name, FakeKey)], and the keys it read, {(bucket, name): FakeKey | None}
+_local = threading.local()
 _installed = False
 
 
@@ -99,10 +100,22 @@ class DiskKeys(_base_store()):  # type: ignore[misc]
         pending = dict.get(self, name)
         if pending:
             return pending  # type: ignore[no-any-return]
-        obj = self.store.get(self.bucket, name)
-        if obj is None:
+        seen = getattr(_local, "loaded", None)  # moto looks a key up several times per request
+        if seen is not None and (self.bucket, name) in seen:
+            key = seen[(self.bucket, name)]
+        else:
+            obj = self.store.get(self.bucket, name)
+            key = None if obj is None else _fake_key(obj, self.account, self.region)
+            if seen is not None:
+                seen[(self.bucket, name)] = key
+        if key is None:
             raise KeyError(name)
-        return [_fake_key(obj, self.account, self.region)]
+        return [key]
+
+    def _forget(self, name: str) -> None:
+        seen = getattr(_local, "loaded", None)
+        if seen is not None:
+            seen.pop((self.bucket, name), None)
 
     def __setitem__(self, name: str, value: Any) -> None:
         self.setlist(name, [value])
@@ -114,6 +127,7 @@ class DiskKeys(_base_store()):  # type: ignore[misc]
             self.pop(name, missing_ok=True)
             return
         dict.__setitem__(self, name, [latest])
+        self._forget(name)
         touched = getattr(_local, "touched", None)
         if touched is None:  # not in a request (Persisting): to the store now
             self.flush(name, latest)
@@ -131,12 +145,19 @@ class DiskKeys(_base_store()):  # type: ignore[misc]
 
     def pop(self, name: str, missing_ok: bool = False) -> None:  # type: ignore[override]
         pending = dict.pop(self, name, None)
+        self._forget(name)
         stored = self.store.drop_object(self.bucket, name)
         if not (pending or stored or missing_ok):
             raise KeyError(name)
 
     def __contains__(self, name: object) -> bool:
-        return isinstance(name, str) and (dict.__contains__(self, name) or self.store.has(self.bucket, name))
+        if not isinstance(name, str):
+            return False
+        try:
+            self.__sgetitem__(name)
+        except KeyError:
+            return False
+        return True
 
     def __len__(self) -> int:
         return self.store.count(self.bucket) + sum(1 for n in self._in_flight() if not self.store.has(self.bucket, n))
@@ -305,6 +326,7 @@ class Persisting:
     def __call__(self, environ: dict[str, Any], start_response: Any) -> Any:
         _untrack()
         _local.touched = []
+        _local.loaded = {}
         try:
             result = self.app(environ, start_response)
             for keys, name, key in _local.touched:
@@ -314,4 +336,4 @@ class Persisting:
                     self.log.error("the embedded S3 could not store %s: %s", environ.get("PATH_INFO"), e)
             return result
         finally:
-            _local.touched = None
+            _local.touched = _local.loaded = None

@@ -59,8 +59,17 @@ class StoredObject:
     etag: str
     modified: str
     metadata: dict[str, str]
-    path: Path
+    root: Path
     offset: int
+
+    @property
+    def path(self) -> Path:
+        return object_path(self.root, self.bucket, self.key)
+
+
+def object_path(root: Path, bucket: str, key: str) -> Path:
+    h = hashlib.sha256(key.encode("utf-8", "surrogatepass")).hexdigest()
+    return root / "buckets" / urllib.parse.quote(bucket, safe="") / "objects" / h[:2] / h
 
 
 def after_prefix(prefix: str) -> str:
@@ -103,8 +112,7 @@ class DiskStore:
         return self.root / "buckets" / urllib.parse.quote(name, safe="")
 
     def object_path(self, bucket: str, key: str) -> Path:
-        h = hashlib.sha256(key.encode("utf-8", "surrogatepass")).hexdigest()
-        return self._bucket_dir(bucket) / "objects" / h[:2] / h
+        return object_path(self.root, bucket, key)
 
     # -- buckets -----------------------------------------------------------------------------------
     def buckets(self) -> list[dict[str, str]]:
@@ -172,7 +180,7 @@ class DiskStore:
     def _row(self, bucket: str, row: Any) -> StoredObject:
         key, size, etag, modified, metadata, offset = row
         return StoredObject(bucket, key, int(size), etag or "", modified or "", json.loads(metadata or "{}"),
-                            self.object_path(bucket, key), int(offset))
+                            self.root, int(offset))
 
     # -- what `sdlocal s3 status` and `sdlocal jobs rm` use ---------------------------------------------
     def usage(self, bucket: str | None = None, prefix: str = "") -> Usage:

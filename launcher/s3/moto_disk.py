@@ -139,8 +139,14 @@ class DiskKeys(_base_store()):  # type: ignore[misc]
         """Write what a request put, as moto holds it once the request is done, and let it go."""
         if dict.get(self, name) != [key]:
             return  # a later request replaced or deleted it: that one writes
-        self.store.save_object(self.bucket, name, key.value, key.etag.strip('"'), key.last_modified.isoformat(),
-                               dict(key.metadata))
+        inner = getattr(getattr(key, "_value_buffer", None), "_file", None)  # moto's SpooledTemporaryFile's
+        body = inner.getbuffer() if isinstance(inner, io.BytesIO) else key.value  # no copy of what is in memory
+        try:
+            self.store.save_object(self.bucket, name, body, key.etag.strip('"'), key.last_modified.isoformat(),
+                                   dict(key.metadata))
+        finally:
+            if isinstance(body, memoryview):
+                body.release()
         if dict.get(self, name) == [key]:
             dict.pop(self, name, None)
 

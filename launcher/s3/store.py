@@ -130,7 +130,7 @@ class DiskStore:
         shutil.rmtree(self._bucket_dir(name), ignore_errors=True)
 
     # -- objects -----------------------------------------------------------------------------------
-    def save_object(self, bucket: str, key: str, body: bytes, etag: str, modified: str,
+    def save_object(self, bucket: str, key: str, body: bytes | memoryview, etag: str, modified: str,
                     metadata: dict[str, str]) -> None:
         header = json.dumps({"key": key, "metadata": metadata, "etag": etag, "last_modified": modified}).encode() + b"\n"
         path = self.object_path(bucket, key)
@@ -142,7 +142,8 @@ class DiskStore:
         with self._lock:  # the file and its row change together for readers of the index
             os.replace(tmp, path)
             self._conn().execute("INSERT OR REPLACE INTO objects VALUES (?, ?, ?, ?, ?, ?, ?)",
-                                 (bucket, key, len(body), etag, modified, json.dumps(metadata), len(header)))
+                                 (bucket, key, body.nbytes if isinstance(body, memoryview) else len(body), etag,
+                                  modified, json.dumps(metadata), len(header)))
 
     def get(self, bucket: str, key: str) -> StoredObject | None:
         rows = self._sql("SELECT key, size, etag, modified, metadata, offset FROM objects WHERE bucket = ? AND key = ?",

@@ -1,5 +1,6 @@
 """`sdlocal`: the command line. Thin: each command parses, calls the library, formats (one module
-per command group: run, jobs (summary, logs, stop), evaluate, rules, s3, serve, images).
+per command group: run, jobs (summary, logs, stop), cleanup (jobs rm, jobs prune), evaluate, rules, s3, serve,
+images).
 
 Errors become one `Error: ...` line in ONE place, `Cli.invoke` (launcher/errors.py `describe`;
 the exit status an error carries, else 1); `--debug` shows the traceback."""
@@ -9,6 +10,7 @@ from typing import Any
 
 import click
 
+from sdlocal.launcher.cli.cleanup import jobs_group
 from sdlocal.launcher.cli.evaluate import evaluate
 from sdlocal.launcher.cli.images import images
 from sdlocal.launcher.cli.jobs import logs, stop, summary
@@ -52,7 +54,7 @@ def cli(debug: bool) -> None:
     """sdlocal: Amazon SageMaker Debugger on your own machine (hook, rule evaluators, embedded S3)."""
 
 
-for command in (run, summary, evaluate, rules, logs, stop, s3, serve, images):
+for command in (run, summary, evaluate, rules, logs, stop, jobs_group, s3, serve, images):
     cli.add_command(command)
 
 

@@ -1,6 +1,8 @@
 """`sdlocal s3 status | stop`: the embedded S3 server."""
 from __future__ import annotations
 
+from pathlib import Path
+
 import click
 
 
@@ -21,6 +23,28 @@ def s3_status() -> None:
     usage = server.usage()
     click.echo(f"data: {server.data_dir} ({usage.buckets} bucket(s), {usage.objects} object(s), "
                f"{_size(usage.bytes)}; kept across restarts)")
+    if usage.objects:
+        _per_job(server.home, server.data_dir, usage.objects, usage.bytes)
+
+
+def _per_job(home: Path, data_dir: Path, objects: int, size: int) -> None:
+    """What each job of $SDLOCAL_HOME/jobs holds (oldest first), and what no job there does."""
+    from sdlocal.launcher.job.cleanup import job_usage, stored_jobs
+    from sdlocal.launcher.s3.store import DiskStore
+
+    store = DiskStore(data_dir)
+    for bucket in store.buckets():
+        held = store.usage(bucket["name"])
+        click.echo(f"  bucket {bucket['name']}: {held.objects} object(s), {_size(held.bytes)}")
+    for job in stored_jobs(home):
+        held = job_usage(store, job)
+        if held.objects:
+            objects, size = objects - held.objects, size - held.bytes
+            where = ", ".join(f"s3://{b}/{p}" for b, p in job.prefixes)
+            click.echo(f"  job {job.name} ({_age(job.age_s)} old): {held.objects} object(s), {_size(held.bytes)} in {where}")
+    if objects > 0:
+        click.echo(f"  of no job in {home / 'jobs'}: {objects} object(s), {_size(max(size, 0))}")
+    click.echo("  (`sdlocal jobs rm JOB` or `sdlocal jobs prune --older-than 7d` delete old jobs and their objects)")
 
 
 @s3.command("stop")
@@ -40,6 +64,13 @@ def s3_stop(discard_data: bool) -> None:
         click.echo(f"deleted its data ({server.data_dir})")
     elif server.data_dir.is_dir():
         click.echo(f"its data stays in {server.data_dir}")
+
+
+def _age(seconds: float) -> str:
+    for unit, length in (("d", 86400), ("h", 3600), ("m", 60)):
+        if seconds >= length:
+            return f"{seconds / length:.1f}{unit}"
+    return f"{seconds:.0f}s"
 
 
 def _size(n: int) -> str:

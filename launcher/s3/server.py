@@ -1,7 +1,7 @@
 """The embedded S3: `python -m sdlocal.launcher.s3.server --port P [--data-dir DIR]` serves moto's S3 on
 127.0.0.1 until SIGTERM/SIGINT. With `--data-dir` (what `sdlocal.launcher.s3.endpoint.EmbeddedS3` starts it with:
-`$SDLOCAL_HOME/s3-data`) every bucket and object is also kept on disk and loaded back at start
-(launcher/s3/store.py); without, it is a plain moto server (memory only)."""
+`$SDLOCAL_HOME/s3-data`) its objects live on disk and are served from there, nothing loaded at start
+(launcher/s3/store.py, launcher/s3/moto_disk.py); without, it is a plain moto server (memory only)."""
 from __future__ import annotations
 
 import argparse
@@ -12,6 +12,23 @@ import threading
 import time
 from pathlib import Path
 from typing import Any
+
+
+def pin_malloc() -> None:
+    """glibc keeps what a thread freed in that thread's arena (werkzeug runs a thread per request:
+    up to 8 arenas per core), so a server whose objects are all on disk held tens of MB of bodies
+    long gone. Two arenas bound that. (A fixed mmap threshold, which would give every large body
+    back at once, made each 1 MiB PUT page-fault its buffers anew: half the PUT throughput.)"""
+    import ctypes
+    import ctypes.util
+
+    name = ctypes.util.find_library("c")
+    try:
+        libc = ctypes.CDLL(name) if name else None
+        if libc is not None and hasattr(libc, "mallopt"):
+            libc.mallopt(-8, 2)  # M_ARENA_MAX
+    except OSError:  # not glibc: its own allocator's ways
+        pass
 
 
 def main(argv: list[str] | None = None) -> int:
@@ -28,18 +45,19 @@ def main(argv: list[str] | None = None) -> int:
 
     app: Any = DomainDispatcherApplication(create_backend_app)
     if args.data_dir is not None:
+        pin_malloc()
         from moto.s3.models import s3_backends
 
-        from sdlocal.launcher.s3.store import DiskStore, Persisting, install_hooks
+        from sdlocal.launcher.s3.moto_disk import Persisting, install_hooks, open_buckets
+        from sdlocal.launcher.s3.store import DiskStore
 
         store = DiskStore(args.data_dir)
         started = time.monotonic()
-        usage = store.load(lambda account, partition: s3_backends[account][partition])
-        logging.getLogger("sdlocal.s3").info(
-            "loaded %d bucket(s), %d object(s), %d bytes from %s in %.2f s", usage.buckets, usage.objects,
-            usage.bytes, args.data_dir, time.monotonic() - started)
-        install_hooks()
-        app = Persisting(app, store)
+        install_hooks(store)
+        buckets = open_buckets(store, lambda account, partition: s3_backends[account][partition])
+        logging.getLogger("sdlocal.s3").info("serving %d bucket(s) from %s (opened in %.2f s)", buckets,
+                                             args.data_dir, time.monotonic() - started)
+        app = Persisting(app, logging.getLogger("sdlocal.s3"))
 
     from sdlocal.launcher.s3.guard import GATEWAY_PORT, LocalClientsOnly
 

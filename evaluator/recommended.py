@@ -18,7 +18,9 @@ design), UnchangedTensor and WeightUpdateRatio (steps with no optimizer update b
 several forwards per update, gradient accumulation; frozen layers of a fine-tune), Overfit and
 Overtraining (a VAE's and a GAN's validation/training losses are not one objective), Confusion and
 ClassImbalance (a language model's next-token classes, a regression's targets), NLPSequenceRatio
-(padding shares are the data's), SimilarAcrossRuns (needs another trial).
+(padding shares are the data's), SimilarAcrossRuns (needs another trial), PoorWeightInitialization
+(its gradient spread threshold, 0.001, is absolute: a healthy language model's start with a
+2,000-token vocabulary has p95 - p5 of about 3e-4, the loss averaged over every token's logits).
 """
 from __future__ import annotations
 
@@ -42,7 +44,6 @@ RECOMMENDED: tuple[RecommendedRule, ...] = (
                     why="weights all zero: a zero initialisation or a wiped model"),
     RecommendedRule("TensorVariance", {"collection_names": "weights", "max_threshold": "1000", "min_threshold": "1e-8"},
                     why="weight matrices collapsed to a constant (symmetry never broken) or blown up"),
-    RecommendedRule("PoorWeightInitialization", why="activation inputs out of scale across layers, a flat start"),
     RecommendedRule("DeadRelu", why="layers whose ReLUs never activate"),
     RecommendedRule("SaturatedActivation", why="tanh/sigmoid layers stuck in saturation"),
     RecommendedRule("CheckInputImages", why="image inputs left unnormalized (0-255 pixels)"),

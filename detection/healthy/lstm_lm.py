@@ -1,5 +1,6 @@
 """Healthy LSTM language model: next-token prediction on sequences of a random sparse Markov chain
-over 200 tokens (noisy per-batch losses that go down), Adam, gradient clipping."""
+over 2,000 tokens (noisy per-batch losses that go down; the embedding's gradient is zero in the
+rows a batch did not use), Adam, gradient clipping."""
 from __future__ import annotations
 
 import torch
@@ -8,7 +9,7 @@ from torch import nn
 
 args = parse(__doc__, steps=80, lr=0.005)
 gen = torch.Generator().manual_seed(args.seed)
-VOCAB, LENGTH = 200, 24
+VOCAB, LENGTH = 2000, 24
 succ = torch.randint(0, VOCAB, (VOCAB, 3), generator=gen)  # each token has 3 likely successors
 
 

@@ -30,7 +30,7 @@ def test_the_set_expands_into_its_rules_with_their_collections(src: Path) -> Non
     assert all(r.output.endswith(f"/rule-output/{r.name}") for r in spec.debug_rules)
     assert spec.hook is not None
     collections = {c.name for c in spec.hook.collections}
-    assert {"gradients", "relu_input", "relu_output", "input_image"} <= collections  # the rules' defaults
+    assert {"gradients", "relu_output", "tanh_input", "input_image"} <= collections  # the rules' defaults
 
 
 def test_the_sdk_shape_and_a_rule_configured_in_its_own_entry(src: Path) -> None:

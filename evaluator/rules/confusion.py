@@ -158,7 +158,7 @@ class Confusion(Rule):
         if not self._pass_open or self._pass is None or self._pass_steps is None or self._pass_last is None:
             return False
         last_step, last_mode_step = self._pass_last
-        return mode_step is not None and step - last_step == mode_step - last_mode_step
+        return mode_step is not None and last_mode_step is not None and step - last_step == mode_step - last_mode_step
 
     def invoke_at_step(self, step: int) -> Verdict:
         mode, mode_step = self.base_trial.mode_modestep(step)

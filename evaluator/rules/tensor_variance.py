@@ -8,9 +8,8 @@ import numpy as np
 
 from sdlocal.evaluator.errors import RuleParameterError
 from sdlocal.evaluator.params import parse_float
-from sdlocal.evaluator.rule import MISSING_DATA_ERRORS, Rule, Verdict
-from sdlocal.evaluator.rules._select import TensorSelection, reduction_or_none, value_or_none
-from sdlocal.trial.errors import ShapeUnavailableForStep
+from sdlocal.evaluator.rule import Rule, Verdict
+from sdlocal.evaluator.rules._select import TensorSelection, ndim_or_none, reduction_or_none, value_or_none
 
 
 class TensorVariance(Rule):
@@ -60,11 +59,8 @@ class TensorVariance(Rule):
         """The variance and whether the tensor is a vector (ndim <= 1; unknown shape: not)."""
         values = value_or_none(tensor, step)
         if values is None:
-            try:
-                vector = len(tensor.shape(step)) <= 1
-            except (*MISSING_DATA_ERRORS, ShapeUnavailableForStep):  # a shape the trial cannot tell: a matrix
-                vector = False
-            return reduction_or_none(tensor, step, "variance"), vector
+            ndim = ndim_or_none(tensor, step)  # None: a shape the trial cannot tell, judged as a matrix
+            return reduction_or_none(tensor, step, "variance"), ndim is not None and ndim <= 1
         if values.size == 0:
             return None, False
         with np.errstate(all="ignore"):

@@ -7,9 +7,8 @@ from typing import Any
 import numpy as np
 
 from sdlocal.evaluator.params import parse_float
-from sdlocal.evaluator.rule import MISSING_DATA_ERRORS, DefaultCollection, Rule, Verdict
-from sdlocal.evaluator.rules._select import TensorSelection, reduction_or_none, value_or_none
-from sdlocal.trial.errors import ShapeUnavailableForStep
+from sdlocal.evaluator.rule import DefaultCollection, Rule, Verdict
+from sdlocal.evaluator.rules._select import TensorSelection, ndim_or_none, reduction_or_none, value_or_none
 
 
 def mean_abs_received(gradient: np.ndarray) -> float | None:
@@ -57,11 +56,9 @@ class VanishingGradient(Rule):
         raw = value_or_none(tensor, step)
         if raw is not None:
             return mean_abs_received(raw)
-        try:
-            if len(tensor.shape(step)) <= 1:
-                return None
-        except (*MISSING_DATA_ERRORS, ShapeUnavailableForStep):
-            pass
+        ndim = ndim_or_none(tensor, step)
+        if ndim is not None and ndim <= 1:
+            return None
         return reduction_or_none(tensor, step, "mean", abs=True)
 
     def invoke_at_step(self, step: int) -> Verdict:

@@ -15,7 +15,7 @@ from sdlocal.trial.modes import ModeKeys
 @dataclass
 class _ModeState:
     baseline_step: int | None = None  # mode step of the last evaluation point
-    baseline: dict[str, float] = field(default_factory=dict)  # window means at the last evaluation point
+    baseline: dict[str, list[float]] = field(default_factory=dict)  # window values at the last evaluation point
     minimum: dict[str, float] = field(default_factory=dict)
     recent: deque[tuple[int, dict[str, float]]] = field(default_factory=deque)  # (mode step, losses)
 
@@ -31,8 +31,11 @@ class LossNotDecreasing(Rule):
     at step 12 (0.30 vs 0.3 at step 0). Steps in between are not evaluated.
 
     Deviation from smdebug, which compares the single losses of two steps: the loss at an
-    evaluation point s is the mean of the losses saved in the window (s − num_steps, s] (the
-    baseline's window likewise, the lowest loss is the lowest window mean). A per-batch loss is
+    evaluation point s is the mean of the last k losses saved in the window (s − num_steps, s],
+    the baseline's the mean of its last k, k the smaller count of the two windows (the first
+    baseline has one loss: that first comparison is smdebug's; two windows of equal length carry
+    equal noise, and a periodic loss — an evaluation pass's batches — compares like with like);
+    the lowest loss is the lowest such mean. A per-batch loss is
     noisy (a language model's by tenths, batch to batch) and two single steps fired on healthy
     runs whose trend goes down; a mean over num_steps steps cuts that noise by √num_steps, and a
     flat loss, noisy or not, still fires. With one saved loss per window (saved every `num_steps`
@@ -97,13 +100,13 @@ class LossNotDecreasing(Rule):
     def _losses(self, step: int) -> dict[str, float]:
         return mean_losses(self.base_trial, self.selection, step)
 
-    def _windows(self, state: _ModeState) -> dict[str, float]:
-        """The mean of each loss over the steps of the window kept in `state.recent`."""
+    def _windows(self, state: _ModeState) -> dict[str, list[float]]:
+        """The values of each loss over the steps of the window kept in `state.recent`, oldest first."""
         values: dict[str, list[float]] = {}
         for _, losses in state.recent:
             for name, loss in losses.items():
                 values.setdefault(name, []).append(loss)
-        return {name: sum(v) / len(v) for name, v in values.items()}
+        return values
 
     def invoke_at_step(self, step: int) -> Verdict:
         mode, mode_step = self.base_trial.mode_modestep(step)
@@ -124,19 +127,23 @@ class LossNotDecreasing(Rule):
             return Verdict.NOT_EVALUATED
         windows = self._windows(state)
         fired = False
-        if state.baseline_step is not None:
-            for name, loss in windows.items():
-                prev = state.baseline.get(name)
-                lowest = state.minimum.get(name)
-                if prev is not None and (prev - loss) < abs(prev) * self.diff_percent / 100.0:
-                    self.logger.debug("%s: %s window mean %g at step %d vs %g at mode step %d",
-                                      self.rule_name, name, loss, step, prev, state.baseline_step)
+        means: dict[str, float] = {}
+        for name, values in windows.items():
+            before = state.baseline.get(name) if state.baseline_step is not None else None
+            k = min(len(values), len(before)) if before else len(values)  # equal windows: equal noise
+            loss = means[name] = sum(values[-k:]) / k
+            lowest = state.minimum.get(name)
+            if before:
+                prev = sum(before[-k:]) / k
+                if (prev - loss) < abs(prev) * self.diff_percent / 100.0:
+                    self.logger.debug("%s: %s mean %g of %d steps up to step %d vs %g at mode step %d",
+                                      self.rule_name, name, loss, k, step, prev, state.baseline_step)
                     fired = True
-                if lowest is not None and loss - lowest > abs(lowest) * self.increase_threshold_percent / 100.0:
-                    self.logger.debug("%s: %s rose to %g (lowest %g)", self.rule_name, name, loss, lowest)
-                    fired = True
+            if lowest is not None and loss - lowest > abs(lowest) * self.increase_threshold_percent / 100.0:
+                self.logger.debug("%s: %s rose to %g (lowest %g)", self.rule_name, name, loss, lowest)
+                fired = True
         state.baseline_step = mode_step
         state.baseline.update(windows)
-        for name, loss in windows.items():
+        for name, loss in means.items():
             state.minimum[name] = min(loss, state.minimum.get(name, loss))
         return Verdict.CONDITION_MET if fired else Verdict.CONDITION_NOT_MET

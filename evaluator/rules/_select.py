@@ -12,6 +12,7 @@ import numpy as np
 from sdlocal.evaluator.errors import RuleParameterError
 from sdlocal.evaluator.params import parse_str_list
 from sdlocal.evaluator.rule import MISSING_DATA_ERRORS
+from sdlocal.trial.errors import ShapeUnavailableForStep
 from sdlocal.trial.modes import ModeKeys
 
 REDUCTION_PREFIX = "smdebug/"
@@ -69,6 +70,14 @@ def value_or_none(tensor: Any, step: int) -> np.ndarray | None:
     try:
         return np.asarray(tensor.value(step))
     except MISSING_DATA_ERRORS:
+        return None
+
+
+def ndim_or_none(tensor: Any, step: int) -> int | None:
+    """The number of dimensions of the tensor at global `step`, or None when the trial cannot tell."""
+    try:
+        return len(tensor.shape(step))
+    except (*MISSING_DATA_ERRORS, ShapeUnavailableForStep):
         return None
 
 

@@ -17,6 +17,8 @@ class _Running:
     sums: np.ndarray = field(default_factory=lambda: np.zeros(0))
     counts: np.ndarray = field(default_factory=lambda: np.zeros(0))
     steps: set[int] = field(default_factory=set)
+    low: float = float("inf")  # the smallest and largest value seen
+    high: float = float("-inf")
 
 
 class CheckInputImages(Rule):
@@ -26,6 +28,12 @@ class CheckInputImages(Rule):
     Inputs: the `input_image` collection (`collection_names`) ∪ the tensors matching `regex`.
     The first axis is the images, axis `channel` the color channel (1: NCHW, 3: NHWC); the mean
     of a channel is over every value of that channel of every image seen so far in that tensor.
+
+    Deviation from smdebug: images whose values all lie in [-1, 1], some of them below 0, are
+    normalized: scaling [0, 1] pixels to [-1, 1] (`Normalize((0.5,), (0.5,))`, a GAN's tanh range,
+    many pretrained vision models) is a standard normalization whose channel means are far from 0
+    on most data sets (MNIST: -0.74), and the rule exists to find inputs left unnormalized
+    (0-255 pixels, [0, 1] values: those still fire).
 
     Choices: images accumulate over the saved steps of every mode (each step counted once); a
     step before `threshold_samples` images is not evaluated; NaN values are left out of the
@@ -71,6 +79,9 @@ class CheckInputImages(Rule):
         running.sums = sums if not running.images else running.sums + sums
         running.counts = counts if not running.images else running.counts + counts
         running.images += value.shape[0]
+        finite = per_channel[np.isfinite(per_channel)]
+        if finite.size:
+            running.low, running.high = min(running.low, float(finite.min())), max(running.high, float(finite.max()))
         running.steps.add(step)
         return running
 
@@ -85,6 +96,8 @@ class CheckInputImages(Rule):
             judged = running.counts > 0
             means = running.sums[judged] / running.counts[judged]
             verdict = Verdict.CONDITION_NOT_MET
+            if -1.0 <= running.low < 0.0 and running.high <= 1.0:
+                continue  # the [-1, 1] range: normalized
             if float(np.max(np.abs(means))) > self.threshold_mean:
                 self.logger.debug("%s: channel means of %s = %s after %d images", self.rule_name, name, means.round(3).tolist(), running.images)
                 fired = True

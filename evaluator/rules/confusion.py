@@ -59,7 +59,10 @@ class Confusion(Rule):
       untrained model is right by chance only (1/3 for 3 classes), healthy runs included.
     - What is judged: the matrix summed over the final validation pass, i.e. the last maximal run
       of consecutive EVAL steps that have labels and predictions (any other step, or an EVAL step
-      without them, ends a pass), when the trial has any EVAL labels/predictions; otherwise the
+      without them, ends a pass; so does a jump of the global step larger than the EVAL mode
+      step's, which says steps of another mode ran between them even when those were not saved:
+      deviation from smdebug, which judges what was saved last, so a job saving EVAL steps but not
+      TRAIN ones had every pass, the untrained model's included, judged as one), when the trial has any EVAL labels/predictions; otherwise the
       matrix of the last saved TRAIN (or GLOBAL) step that has them. Validation data is what a
       trained model should classify; an earlier pass (e.g. of the untrained model) does not count.
     - `invoke_at_step` only collects and returns NOT_EVALUATED. Memory stays bounded: the counts
@@ -97,6 +100,7 @@ class Confusion(Rule):
         self._pass: _Counts | None = None  # the current (open) or last validation pass
         self._pass_open = False
         self._pass_steps: tuple[int, int] | None = None  # its first and last step
+        self._pass_last: tuple[int, int | None] | None = None  # its last (global step, EVAL mode step)
         self._train: _Counts | None = None  # the last TRAIN/GLOBAL step that had labels and predictions
         self._train_step: int | None = None
 
@@ -147,12 +151,23 @@ class Confusion(Rule):
                 counts[(lname, pname)] = confusion
         return counts
 
+    def _continues_pass(self, step: int, mode_step: int | None) -> bool:
+        """Whether an EVAL step continues the open pass: no step of another mode ran between them,
+        i.e. the global step advanced as much as the EVAL mode step (steps of a mode that was not
+        saved still advance the global step)."""
+        if not self._pass_open or self._pass is None or self._pass_steps is None or self._pass_last is None:
+            return False
+        last_step, last_mode_step = self._pass_last
+        return mode_step is not None and last_mode_step is not None and step - last_step == mode_step - last_mode_step
+
     def invoke_at_step(self, step: int) -> Verdict:
-        mode, _ = self.base_trial.mode_modestep(step)
+        mode, mode_step = self.base_trial.mode_modestep(step)
         counts = self._step_counts(step)
         if mode == ModeKeys.EVAL and counts:
-            if not self._pass_open or self._pass is None or self._pass_steps is None:
+            if not self._continues_pass(step, mode_step):
                 self._pass, self._pass_open, self._pass_steps = {}, True, (step, step)
+            assert self._pass is not None and self._pass_steps is not None
+            self._pass_last = (step, None if mode_step is None else int(mode_step))
             _add(self._pass, counts)
             self._pass_steps = (self._pass_steps[0], step)
             return Verdict.NOT_EVALUATED

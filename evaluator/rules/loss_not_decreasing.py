@@ -1,6 +1,7 @@
 """LossNotDecreasing: the loss stopped going down."""
 from __future__ import annotations
 
+from collections import deque
 from dataclasses import dataclass, field
 from typing import Any
 
@@ -14,8 +15,9 @@ from sdlocal.trial.modes import ModeKeys
 @dataclass
 class _ModeState:
     baseline_step: int | None = None  # mode step of the last evaluation point
-    baseline: dict[str, float] = field(default_factory=dict)
+    baseline: dict[str, list[float]] = field(default_factory=dict)  # window values at the last evaluation point
     minimum: dict[str, float] = field(default_factory=dict)
+    recent: deque[tuple[int, dict[str, float]]] = field(default_factory=deque)  # (mode step, losses)
 
 
 class LossNotDecreasing(Rule):
@@ -27,6 +29,20 @@ class LossNotDecreasing(Rule):
     the lowest loss seen at evaluation points by more than `increase_threshold_percent` %.
     Example: losses 0.3, 0.33, 0.31, 0.30, 0.28 at steps 0, 4, 8, 12, 16 with num_steps=10 fire
     at step 12 (0.30 vs 0.3 at step 0). Steps in between are not evaluated.
+
+    Deviation from smdebug, which compares the single losses of two steps: the loss at an
+    evaluation point s is the mean of the last k losses saved in the window (s − num_steps, s],
+    the baseline's the mean of its last k, k the smaller count of the two windows (the first
+    baseline has one loss: that first comparison is smdebug's; two windows of equal length carry
+    equal noise, and a periodic loss — an evaluation pass's batches — compares like with like);
+    the lowest loss is the lowest such mean. A per-batch loss is
+    noisy (a language model's by tenths, batch to batch) and two single steps fired on healthy
+    runs whose trend goes down; a mean over num_steps steps cuts that noise by √num_steps, and a
+    flat loss, noisy or not, still fires. With one saved loss per window (saved every `num_steps`
+    steps or more) this is smdebug's comparison; the example above gives the same verdicts.
+    GAN adversarial losses: a generator's and a discriminator's losses oppose each other and settle,
+    they are not expected to decrease; the rule on them reports that faithfully (documented in
+    README's rules section; the recommended set leaves this rule out for that reason).
 
     Losses are the `losses` collection (unless `use_losses_collection=False`) ∪ `collection_names`
     ∪ `tensor_regex`; a non-scalar loss is averaged. Mode: `mode` if given, else EVAL while the
@@ -84,6 +100,14 @@ class LossNotDecreasing(Rule):
     def _losses(self, step: int) -> dict[str, float]:
         return mean_losses(self.base_trial, self.selection, step)
 
+    def _windows(self, state: _ModeState) -> dict[str, list[float]]:
+        """The values of each loss over the steps of the window kept in `state.recent`, oldest first."""
+        values: dict[str, list[float]] = {}
+        for _, losses in state.recent:
+            for name, loss in losses.items():
+                values.setdefault(name, []).append(loss)
+        return values
+
     def invoke_at_step(self, step: int) -> Verdict:
         mode, mode_step = self.base_trial.mode_modestep(step)
         target = self._target_mode()
@@ -92,24 +116,34 @@ class LossNotDecreasing(Rule):
         if target is ModeKeys.GLOBAL:
             mode_step = step
         state = self._state.setdefault(target, _ModeState())
+        losses = self._losses(step)
+        if losses:
+            state.recent.append((mode_step, losses))
+        while state.recent and state.recent[0][0] <= mode_step - self.num_steps:
+            state.recent.popleft()
         if state.baseline_step is not None and mode_step - state.baseline_step < self.num_steps:
             return Verdict.NOT_EVALUATED
-        losses = self._losses(step)
         if not losses:
             return Verdict.NOT_EVALUATED
+        windows = self._windows(state)
         fired = False
-        if state.baseline_step is not None:
-            for name, loss in losses.items():
-                prev = state.baseline.get(name)
-                lowest = state.minimum.get(name)
-                if prev is not None and (prev - loss) < abs(prev) * self.diff_percent / 100.0:
-                    self.logger.debug("%s: %s %g at step %d vs %g at mode step %d", self.rule_name, name, loss, step, prev, state.baseline_step)
+        means: dict[str, float] = {}
+        for name, values in windows.items():
+            before = state.baseline.get(name) if state.baseline_step is not None else None
+            k = min(len(values), len(before)) if before else len(values)  # equal windows: equal noise
+            loss = means[name] = sum(values[-k:]) / k
+            lowest = state.minimum.get(name)
+            if before:
+                prev = sum(before[-k:]) / k
+                if (prev - loss) < abs(prev) * self.diff_percent / 100.0:
+                    self.logger.debug("%s: %s mean %g of %d steps up to step %d vs %g at mode step %d",
+                                      self.rule_name, name, loss, k, step, prev, state.baseline_step)
                     fired = True
-                if lowest is not None and loss - lowest > abs(lowest) * self.increase_threshold_percent / 100.0:
-                    self.logger.debug("%s: %s rose to %g (lowest %g)", self.rule_name, name, loss, lowest)
-                    fired = True
+            if lowest is not None and loss - lowest > abs(lowest) * self.increase_threshold_percent / 100.0:
+                self.logger.debug("%s: %s rose to %g (lowest %g)", self.rule_name, name, loss, lowest)
+                fired = True
         state.baseline_step = mode_step
-        state.baseline.update(losses)
-        for name, loss in losses.items():
+        state.baseline.update(windows)
+        for name, loss in means.items():
             state.minimum[name] = min(loss, state.minimum.get(name, loss))
         return Verdict.CONDITION_MET if fired else Verdict.CONDITION_NOT_MET

@@ -27,7 +27,10 @@ class PoorWeightInitialization(Rule):
        (NaN and ±inf left out), from the hook's saved `variance` reduction when the raw value was not
        saved. Needs two layers with a variance at the step.
     2. gradients: p95 − p5 of the pooled elements of every `gradients` tensor saved at the step
-       (finite values only; raw values needed) < `distribution_range`.
+       (finite values only; raw values needed) < `distribution_range`. Deviation from smdebug: of
+       a gradient of 2 or more dimensions only the rows that received gradient (a non-zero
+       element) are pooled (all of them when none did): an embedding's gradient is zero in every row its batch did not use,
+       and a language model's vocabulary-sized table of zeros made p95 − p5 ~0 on healthy runs.
     3. loss not decreasing within patience: the first loss of the window (the mean of the
        `losses` tensors at the first step that has one) is the baseline; at the first step at least
        `patience` steps after it, the rule fires unless a loss in between (that step included) was
@@ -95,6 +98,10 @@ class PoorWeightInitialization(Rule):
         for name in self.gradients.names(self.base_trial, step):
             raw = value_or_none(self.base_trial.tensor(name), step)
             if raw is not None and raw.size:
+                if raw.ndim >= 2:  # the rows that received gradient (an embedding's: its batch's tokens)
+                    rows = raw.reshape(raw.shape[0], -1)
+                    received = np.any(rows != 0, axis=1)
+                    raw = rows[received] if received.any() else rows  # none at all: its zeros count
                 flat = raw.astype(np.float64).ravel()
                 parts.append(flat[np.isfinite(flat)])
         pooled = np.concatenate(parts) if parts else np.empty(0)

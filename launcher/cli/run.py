@@ -30,6 +30,9 @@ class OrderedCommand(click.Command):
 @click.option("--hyperparameter", "-p", "hyperparameters", multiple=True, callback=options.kv, metavar="K=V",
               help="Passed to the script as --K V. Repeatable.")
 @click.option("--rule", "rules", multiple=True, metavar="NAME", help="A built-in Debugger rule. Repeatable.")
+@click.option("--recommended-rules", is_flag=True,
+              help="The recommended rule set (listed by `sdlocal rules`): a DebugRuleConfigurations entry "
+                   "RecommendedRules, one rule each; a --rule of the set keeps its own parameters.")
 @click.option("--rule-param", "rule_params", multiple=True, metavar="K=V",
               help="A RuleParameter of the closest --rule/--custom-rule BEFORE it. Repeatable.")
 @click.option("--custom-rule", "custom_rules", multiple=True, metavar="FILE.py:CLASS",
@@ -71,7 +74,7 @@ class OrderedCommand(click.Command):
 @click.pass_context
 def run(ctx: click.Context, spec_file: Path | None, entry_point: str | None, source_dir: Path | None,
         job_name: str | None, hyperparameters: tuple[tuple[str, str], ...], rules: tuple[str, ...],
-        rule_params: tuple[str, ...], custom_rules: tuple[str, ...], hook_params: tuple[tuple[str, str], ...],
+        recommended_rules: bool, rule_params: tuple[str, ...], custom_rules: tuple[str, ...], hook_params: tuple[tuple[str, str], ...],
         collections: Any, channels: tuple[tuple[str, str], ...], s3_output_path: str | None,
         s3_endpoint_url: str | None, s3_choice: str | None, work_dir: Path | None, overwrite: bool,
         rule_timeout: float, rule_finish_timeout: float, poll_interval: float, runtime: str,
@@ -83,6 +86,7 @@ def run(ctx: click.Context, spec_file: Path | None, entry_point: str | None, sou
     builds) plus `EntryPoint` and `SourceDir`; flags build a spec or extend it. Example:
 
       sdlocal run --entry-point train.py -p lr=0.1 --rule VanishingGradient --rule-param threshold=1e-6
+      sdlocal run --entry-point train.py --recommended-rules
     """
     from sdlocal.launcher.job.model import RunOptions
     from sdlocal.launcher.job.record import describe_outcome
@@ -99,6 +103,11 @@ def run(ctx: click.Context, spec_file: Path | None, entry_point: str | None, sou
         rule_flags = group_rule_flags(rule_options_in_order(ctx.meta.get("sdlocal.args", [])))
     except ValueError as e:
         raise click.UsageError(str(e), ctx=ctx) from e
+    if recommended_rules:
+        from sdlocal.evaluator.recommended import NAME as RECOMMENDED
+        from sdlocal.launcher.spec.overrides import RuleFlag
+
+        rule_flags = (*rule_flags, RuleFlag(RECOMMENDED))
     overrides = Overrides(entry_point=entry_point, source_dir=source_dir, job_name=job_name,
                           hyperparameters=hyperparameters, rules=rule_flags, hook_params=hook_params,
                           collections=collections, s3_output_path=s3_output_path, channels=channels)

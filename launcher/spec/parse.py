@@ -9,6 +9,7 @@ from datetime import datetime
 from pathlib import Path
 from typing import Any
 
+from sdlocal.evaluator import recommended
 from sdlocal.evaluator.rule import RuleKind
 from sdlocal.launcher.errors import SpecError
 from sdlocal.launcher.spec.algorithm import (
@@ -186,7 +187,8 @@ def _rules(
     entries = as_list(req.get(key), key)
     if len(entries) > MAX_RULES:
         raise SpecError(key, f"has {len(entries)} rules; the maximum is {MAX_RULES}")
-    rules = []
+    rules: list[RuleSpec] = []
+    wanted_set: tuple[str | None, Any] | None = None  # the recommended set's (image, InstanceType)
     for i, entry in enumerate(entries):
         where = f"{key}[{i}]"
         entry = as_mapping(entry, where)
@@ -200,6 +202,13 @@ def _rules(
         params.setdefault("rule_to_invoke", name)
         image = optional_str(entry.get("RuleEvaluatorImage"), f"{where}.RuleEvaluatorImage")
         src = params.get("source_s3_uri")
+        if kind is RuleKind.DEBUGGER and recommended.is_recommended(params["rule_to_invoke"]) and not src:
+            extra = sorted(set(params) - {"rule_to_invoke"})
+            if extra:
+                raise SpecError(f"{where}.RuleParameters", f"the {recommended.NAME} set takes no parameters "
+                                f"(got {', '.join(extra)}); configure a rule of it in an entry of its own")
+            wanted_set = (image, entry.get("InstanceType"))
+            continue
         if src is not None and not src.strip("\x00 "):
             raise SpecError(f"{where}.RuleParameters.source_s3_uri", f"{src!r} names no custom rule file")
         in_image = False
@@ -220,7 +229,21 @@ def _rules(
                 raise SpecError(f"{where}.InstanceType", str(e)) from None
         rules.append(RuleSpec(name, params, image, f"{job_output}/rule-output/{name}", kind, in_image,
                               None if instance_type is None else str(instance_type)))
+    if wanted_set is not None:
+        rules += _recommended_rules(rules, wanted_set, job_output)
+        if len(rules) > MAX_RULES:
+            raise SpecError(key, f"has {len(rules)} rules with the {recommended.NAME} set; the maximum is {MAX_RULES}")
     return tuple(rules)
+
+
+def _recommended_rules(configured: list[RuleSpec], where: tuple[str | None, Any], job_output: str) -> list[RuleSpec]:
+    """The rules of the recommended set (evaluator/recommended.py) the request does not configure
+    itself, on the set's entry's RuleEvaluatorImage and InstanceType."""
+    image, instance_type = where
+    names = {r.name for r in configured} | {r.rule_to_invoke for r in configured}
+    return [RuleSpec(name, params, image, f"{job_output}/rule-output/{name}", RuleKind.DEBUGGER, False,
+                     None if instance_type is None else str(instance_type))
+            for name, params in recommended.expand(names)]
 
 
 def _check_custom_rule_file(path: Path, class_name: str, where: str) -> None:

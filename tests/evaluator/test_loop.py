@@ -138,9 +138,9 @@ def test_stop_request(tmp_path: Path) -> None:
 def test_mixed_modes_and_missing_tensors_are_not_errors(tmp_path: Path) -> None:
     writer = TrialWriter(tmp_path)
     writer.write_collections(COLLECTIONS)
-    writer.write_step(0, "TRAIN", 0, [(W, np.ones(2)), ("gradient/Net_fc1.weight", np.ones(2))])
+    writer.write_step(0, "TRAIN", 0, [(W, np.ones(2)), ("gradient/Net_fc1.weight", np.ones((2, 2)))])
     writer.write_step(1, "EVAL", 0, [(W, np.ones(2))])
-    writer.write_step(2, "TRAIN", 1, [(W, np.ones(2)), ("gradient/Net_fc1.weight", np.full(2, 1e-9))])
+    writer.write_step(2, "TRAIN", 1, [(W, np.ones(2)), ("gradient/Net_fc1.weight", np.full((2, 2), 1e-9))])
     writer.write_end_marker()
     trial = create_trial(str(tmp_path))
     from sdlocal.evaluator.rules import VanishingGradient

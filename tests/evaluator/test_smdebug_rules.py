@@ -72,7 +72,7 @@ def test_invoke_lets_missing_data_raise(tmp_path: Path) -> None:
 
 
 def test_verdict_rules_through_invoke(tmp_path: Path) -> None:
-    trial = make_trial(tmp_path, train_steps([{"gradient/a": np.full(2, 1e-9)}, {"gradient/a": np.ones(2)}]))
+    trial = make_trial(tmp_path, train_steps([{"gradient/a": np.full((2, 2), 1e-9)}, {"gradient/a": np.ones((2, 2))}]))
     rule = VanishingGradient(trial)  # a built-in rule answering Verdicts
     with pytest.raises(RuleEvaluationConditionMet):
         rule.invoke(0)

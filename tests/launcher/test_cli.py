@@ -121,9 +121,9 @@ def test_rules_lists_builtins() -> None:
 
 def test_rules_lists_profiler_rules_grouped_after_debugger_rules() -> None:
     lines = CliRunner().invoke(cli, ["rules"]).output.splitlines()
-    blocks = "\n".join(lines[1:]).split("\n\n")  # one block per group, rules.md's order
+    blocks = "\n".join(lines[1:]).split("\n\n")  # one block per group, rules.md's order, then the recommended set
     assert [b.split()[1] if b.split()[1] != "deep" else "deep learning" for b in blocks][:2] == ["universal", "deep learning"]
-    profiler = blocks[-1].splitlines()
+    profiler = blocks[-2].splitlines()
     assert [line.split()[0] for line in profiler] == sorted([
         "BatchSize", "CPUBottleneck", "Dataloader", "GPUMemoryIncrease", "IOBottleneck", "LoadBalancing",
         "LowGPUUtilization", "MaxInitializationTime", "OverallFrameworkMetrics", "OverallSystemUsage",
@@ -355,3 +355,13 @@ def test_run_of_a_job_already_running_is_refused(tmp_path: Path, moto_server: st
                                               f"{first.pid}); choose another --job-name")
     assert running is not None and running.pid == first.pid and running.job_dir == tmp_path / "first"
     assert not (tmp_path / "work").exists()
+
+
+def test_rules_lists_the_recommended_set() -> None:
+    from sdlocal.evaluator.recommended import RECOMMENDED
+
+    recommended = CliRunner().invoke(cli, ["rules"]).output.split("\n\n")[-1].splitlines()
+    assert recommended[0].startswith("Recommended set (RecommendedRules: `sdlocal run --recommended-rules`")
+    assert [line.split()[0] for line in recommended[1:]] == [r.name for r in RECOMMENDED]
+    rows = json.loads(CliRunner().invoke(cli, ["rules", "--json"]).output)
+    assert {r["name"] for r in rows if r["recommended"]} == {r.name for r in RECOMMENDED}

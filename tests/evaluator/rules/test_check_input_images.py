@@ -84,3 +84,18 @@ def test_bad_parameters_name_the_parameter(tmp_path: Path, param: str, value: st
 def test_fixture_trials_without_images_are_silent(fixture_trials: Path, trial_name: str) -> None:
     status = evaluate_trial(str(fixture_trials / trial_name), "CheckInputImages", {})
     assert status.status is Status.NO_ISSUES_FOUND, status.status_details
+
+
+def test_images_scaled_to_minus_one_one_are_normalized(tmp_path: Path) -> None:
+    """[0, 1] pixels scaled to [-1, 1] (a GAN's inputs, Normalize((0.5,), (0.5,))): mostly-dark images
+    have channel means near -0.7, and they are normalized; the same images in [0, 1] or as 0-255
+    pixels are not."""
+    pixels = (RNG.random((600, 1, 8, 8)) < 0.15).astype(np.float32)  # MNIST-like: mostly background
+    scaled = pixels * 2 - 1
+    assert abs(float(scaled.mean())) > 0.5
+    trial = make_trial(tmp_path, train_steps([{IMG: scaled}]))
+    assert CheckInputImages(trial).judge_step(0) is Verdict.CONDITION_NOT_MET
+    half = (RNG.random((600, 1, 8, 8)) < 0.5).astype(np.float32)  # [0, 1], channel mean 0.5
+    for name, value in (("unit", half), ("bytes", pixels * 255)):
+        raw = make_trial(tmp_path / name, train_steps([{IMG: value}]))
+        assert CheckInputImages(raw).judge_step(0) is Verdict.CONDITION_MET

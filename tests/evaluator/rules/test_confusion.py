@@ -193,3 +193,18 @@ def test_fixture_trials_without_labels_are_silent(fixture_trials: Path, trial_na
     # the fixtures save no labels or predictions: not evaluated, no issue, no error
     status = evaluate_trial(str(fixture_trials / trial_name), "Confusion", {})
     assert status.status is Status.NO_ISSUES_FOUND, status.status_details
+
+
+def test_passes_split_where_unsaved_training_steps_ran_between_them(tmp_path: Path) -> None:
+    """A job saving labels/predictions at EVAL steps only: the TRAIN steps between two passes are
+    not in the trial, yet the global step jumped; the latest pass alone is judged (before: the
+    untrained model's first pass was summed into it and the healthy run fired)."""
+    early_bad = write(tmp_path / "a", [(5, "EVAL", 0, batch(WRONG)), (6, "EVAL", 1, batch(WRONG)),
+                                       (12, "EVAL", 2, batch(TRUTH)), (13, "EVAL", 3, batch(TRUTH))])
+    assert fired_at(judge(early_bad)) is None
+    late_bad = write(tmp_path / "b", [(5, "EVAL", 0, batch(TRUTH)), (6, "EVAL", 1, batch(TRUTH)),
+                                      (12, "EVAL", 2, batch(WRONG)), (13, "EVAL", 3, batch(TRUTH))])
+    assert fired_at(judge(late_bad)) == 13
+    # a pass saved every other step (eval.save_interval=2) stays one pass
+    sparse = write(tmp_path / "c", [(5, "EVAL", 0, batch(ONE_WRONG)), (7, "EVAL", 2, batch(TRUTH))])
+    assert fired_at(judge(sparse)) is None  # summed: 90 % on the diagonal

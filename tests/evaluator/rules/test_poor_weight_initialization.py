@@ -151,3 +151,14 @@ def test_a_saved_zero_variance_reduction_is_a_zero_variance_layer(tmp_path: Path
     trial = make_trial(tmp_path, train_steps([{"smdebug/reductions/variance/" + IN0: np.float32(0.0), IN1: live},
                                               {"smdebug/reductions/variance/" + IN0: np.float32(1.0), IN1: live}]))
     assert rule_verdicts(PoorWeightInitialization(trial), range(2)) == [Verdict.CONDITION_MET, Verdict.CONDITION_NOT_MET]
+
+
+def test_an_embedding_gradient_pools_the_rows_it_received(tmp_path: Path) -> None:
+    """A language model's healthy start: the embedding of a 5,000-token vocabulary got gradient in
+    the 300 rows its batch used; pooled with its 4,700 zero rows, p95 − p5 was ~0 ("poor init")."""
+    emb = np.zeros((5000, 16), np.float32)
+    emb[RNG.choice(5000, 300, replace=False)] = (RNG.standard_normal((300, 16)) * 0.01).astype(np.float32)
+    steps = train_steps([{"gradient/LM_embed.weight": emb, **grad(0.01)}])
+    assert PoorWeightInitialization(make_trial(tmp_path, steps)).judge_step(0) is Verdict.CONDITION_NOT_MET
+    flat = make_trial(tmp_path / "flat", train_steps([{"gradient/LM_embed.weight": emb * 1e-4, **grad(1e-6)}]))
+    assert PoorWeightInitialization(flat).judge_step(0) is Verdict.CONDITION_MET  # received, but flat

@@ -30,7 +30,7 @@ def test_fires_above_max_threshold(tmp_path: Path) -> None:
 
 
 def test_fires_below_min_threshold(tmp_path: Path) -> None:
-    trial = make_trial(tmp_path, train_steps([{W: WIDE}, {W: NARROW}]))
+    trial = make_trial(tmp_path, train_steps([{W: WIDE[None]}, {W: NARROW[None]}]))  # a (1, 2) weight matrix
     rule = TensorVariance(trial, tensor_regex=r"fc1\.weight", min_threshold="1e-6")
     assert [rule.judge_step(s) for s in range(2)] == [Verdict.CONDITION_NOT_MET, Verdict.CONDITION_MET]
 
@@ -123,3 +123,18 @@ def test_fixture_trials(fixture_trials: Path, trial_name: str, params: dict[str,
     else:
         assert status.status is Status.ISSUES_FOUND
         assert f"at step {fires_at} resulted" in status.status_details
+
+
+def test_min_threshold_leaves_vectors_alone_norm_weights_at_init(tmp_path: Path) -> None:
+    """A BatchNorm/LayerNorm scale starts at 1.0 and a bias at 0.0 (zero variance at step 0 of
+    every healthy run): vectors are not judged against min_threshold; a constant weight MATRIX
+    (symmetry never broken) still is, and max_threshold still judges vectors."""
+    norm_w, norm_b = "Net_bn1.weight", "Net_bn1.bias"
+    steps = train_steps([{norm_w: np.ones(16, np.float32), norm_b: np.zeros(16, np.float32), W: np.full((4, 4), 0.1, np.float32)},
+                         {norm_w: np.ones(16, np.float32), norm_b: np.zeros(16, np.float32), W: np.eye(4, dtype=np.float32)}])
+    trial = make_trial(tmp_path, steps)
+    assert TensorVariance(trial, tensor_regex=r"bn1", min_threshold="1e-8").judge_step(0) is Verdict.CONDITION_NOT_MET
+    assert TensorVariance(trial, collection_names="weights", min_threshold="1e-8").judge_step(0) is Verdict.CONDITION_MET  # fc1
+    assert TensorVariance(trial, collection_names="weights", min_threshold="1e-8").judge_step(1) is Verdict.CONDITION_NOT_MET
+    wide = make_trial(tmp_path / "wide", train_steps([{norm_w: WIDE}]))
+    assert TensorVariance(wide, tensor_regex="bn1", max_threshold="10").judge_step(0) is Verdict.CONDITION_MET

@@ -48,6 +48,13 @@ RECOMMENDED: tuple[RecommendedRule, ...] = (
     RecommendedRule("SaturatedActivation", why="tanh/sigmoid layers stuck in saturation"),
     RecommendedRule("CheckInputImages", why="image inputs left unnormalized (0-255 pixels)"),
     RecommendedRule("StalledTrainingRule", why="a job that stopped writing steps (a hung loader or collective)"),
+    # beyond Debugger (docs/rules-beyond-debugger.md): they judge the hook's training records
+    RecommendedRule("ReplicaDivergence", why="data-parallel replicas whose weights differ at the same step"),
+    RecommendedRule("FrozenParametersChanged", why="parameters marked frozen that change all the same"),
+    RecommendedRule("ParametersNotTraining", why="trainable weights no optimizer holds, or held and never changed"),
+    RecommendedRule("GradientsNotReset", why="gradients left from the last optimizer step (zero_grad missing)"),
+    RecommendedRule("EvaluationMisuse", why="evaluation in training mode, a module built during evaluation"),
+    RecommendedRule("RepeatedBatches", why="the same batch again before the data cycled, or on two workers"),
 )
 
 

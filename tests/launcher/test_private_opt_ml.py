@@ -124,3 +124,27 @@ def test_direct_opt_ml_use_names_the_first_line_that_writes_there(tmp_path: Path
     assert opt_ml_guard.direct_opt_ml_use(tmp_path, "train.py") == "lib/save.py:4"
     (tmp_path / "train.py").write_text("SummaryWriter('/opt/ml/output/tensorboard')\n")
     assert opt_ml_guard.direct_opt_ml_use(tmp_path, "train.py") == "train.py:1"  # the entry point first
+
+
+def test_the_helper_mounts_the_folder_on_opt_ml_for_its_command_only(tmp_path: Path) -> None:
+    problem = opt_ml_guard.namespace_problem(sys.executable)
+    if problem is not None:
+        missing(f"this machine gives no private /opt/ml: {problem}")
+    folder = tmp_path / "job"
+    folder.mkdir()
+    before = sorted(os.listdir("/opt")), opt_ml_snapshot()
+    argv = opt_ml_guard.wrapped(sys.executable, folder, ["sh", "-c", "echo $$ > /opt/ml/pid; exit 3"])
+    done = subprocess.run(argv, capture_output=True, text=True, timeout=60)
+    assert done.returncode == 3, done.stderr  # the command's own exit status (exec'd)
+    assert (folder / "pid").read_text().strip().isdigit()
+    assert (sorted(os.listdir("/opt")), opt_ml_snapshot()) == before  # nothing made or left on the host
+    assert not [p for p in Path(os.environ.get("TMPDIR", "/tmp")).glob("sdlocal-opt-*") if p.is_dir() and
+                p.stat().st_mtime >= folder.stat().st_mtime]
+
+
+def test_the_helper_says_why_in_one_line(tmp_path: Path) -> None:
+    done = subprocess.run(opt_ml_guard.wrapped(sys.executable, tmp_path / "nope", ["true"]), capture_output=True,
+                          text=True, timeout=60)
+    assert done.returncode == 1
+    assert done.stderr.strip().splitlines() == [
+        f"sdlocal: cannot give the training a private /opt/ml: the job folder {tmp_path / 'nope'} does not exist"]

@@ -7,10 +7,11 @@ from pathlib import Path
 from typing import Any
 
 import numpy as np
+import pytest
 
 from sdlocal.evaluator.loop import evaluate
-from sdlocal.evaluator.registry import get_rule_class, instantiate_rule
-from sdlocal.evaluator.rule import Rule
+from sdlocal.evaluator.registry import builtin_rule_infos, get_rule_class, instantiate_rule
+from sdlocal.evaluator.rule import Rule, RuleKind
 from sdlocal.evaluator.status import Status
 from sdlocal.trial import create_trial
 from tests.evaluator._trials import losses, train_steps, write_steps
@@ -92,3 +93,22 @@ def test_custom_rule_that_got_its_tensor_at_no_step_ends_error(tmp_path: Path) -
     steps = [(s, m, ms, {**WEIGHTS[s], **t}) for (s, m, ms, t) in losses([1.0] * 6)]
     other = create_trial(str(write_steps(tmp_path / "b", steps)))
     assert evaluate(other, ReadsLoss(other), assume_ended=True, sleep=lambda s: None).status is Status.NO_ISSUES_FOUND
+
+
+TENSOR_RULES = [i.name for i in builtin_rule_infos() if get_rule_class(i.name).kind == RuleKind.DEBUGGER]
+
+
+@pytest.mark.parametrize("name", TENSOR_RULES)
+def test_every_built_in_rule_over_a_trial_without_its_tensors_ends_error_or_reads_none(tmp_path: Path,
+                                                                                       name: str) -> None:
+    empty = write_steps(tmp_path / "empty", [])  # the collections file, no step: a hook that saved nothing
+    other = create_trial(str(write_steps(tmp_path / "other", train_steps(WEIGHTS[:3]))))
+    trial = create_trial(str(empty))
+    params = {"collection_names": "weights"} if name == "AllZero" else {}
+    rule = instantiate_rule(get_rule_class(name), trial, params, other_trials=[other])
+    final = evaluate(trial, rule, assume_ended=True, sleep=lambda s: None)
+    if name == "StalledTrainingRule":  # judges time, reads no tensor
+        assert final.status is Status.NO_ISSUES_FOUND
+    else:
+        assert final.status is Status.ERROR, final
+        assert final.status_details.startswith(f"ClientError: Rule {name} judged nothing: no "), final.status_details

@@ -25,7 +25,6 @@ import ctypes
 import errno
 import os
 import sys
-import tempfile
 
 CLONE_NEWNS = 0x00020000
 CLONE_NEWUSER = 0x10000000
@@ -74,6 +73,8 @@ def enter(job_root: str, opt: str = OPT) -> None:
     if not os.path.isdir(target):
         if not os.path.isdir(opt):
             raise OSError(errno.ENOENT, f"{opt} does not exist: no place to mount the job folder on {target}")
+        import tempfile  # only here: the common start (a bind on an existing /opt/ml) stays lean
+
         stage = tempfile.mkdtemp(prefix="sdlocal-opt-")
         try:
             _mount(libc, "tmpfs", stage, "tmpfs", 0, "mode=0755", f"tmpfs on {stage}")
@@ -92,6 +93,8 @@ def enter(job_root: str, opt: str = OPT) -> None:
 
 def probe() -> None:
     """Enter the namespace with an empty folder (this process only): OSError when the machine refuses."""
+    import tempfile
+
     folder = tempfile.mkdtemp(prefix="sdlocal-probe-")
     try:
         enter(folder)

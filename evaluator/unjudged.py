@@ -12,12 +12,13 @@ naming what it never saw and what the trial has.
 When a rule counts as blind:
 - Built-in rules read their tensors through `TensorSelection`s (collections and/or a regex, the
   rule's defaults included). A selection that selects no tensor of the whole trial never saw
-  anything. The rule is blind when every selection is, or when it judged no step (Datapoints 0)
-  and one of them is (Confusion with labels but no predictions). A rule that judged steps with the
-  tensors it had keeps its verdict.
+  anything. The rule is blind when it judged no step (Datapoints 0) and one of its selections is
+  (Confusion with labels but no predictions). A rule that judged steps with the tensors it had
+  keeps its verdict, and so does one that found its tensors but judged no step (too few yet).
 - A rule without selections (ClassImbalance, TreeDepth, CreateXgboostReport, custom rules) that
-  judged no step: blind when the collections the request names, else its default collections,
-  have no tensor; a custom rule also when the trial has steps (each lacked a tensor it reads:
+  judged no step: blind when the collections the request names, else the regexes it finds its
+  tensors by (ClassImbalance's `labels_regex`), else its default collections, have no tensor; a
+  custom rule also when the trial has steps (each lacked a tensor it reads:
   smdebug's missing data errors, or the rule answered Verdict.NOT_EVALUATED at every step).
 - Custom rules are judged as the request and their behaviour show: SageMaker's rule invoker
   (smdebug `invoke_rule`) skips a step whose tensors are missing, so there a custom rule whose
@@ -28,6 +29,7 @@ When a rule counts as blind:
 """
 from __future__ import annotations
 
+import re
 from typing import Any
 
 from sdlocal.evaluator.rules._select import TensorSelection
@@ -47,18 +49,29 @@ def never_saw(rule: Any, trial: Any) -> str | None:
 def _never_saw(rule: Any, trial: Any) -> str | None:
     report = getattr(rule, "report", None)
     judged = report.get("Datapoints", 1) if isinstance(report, dict) else 1
-    selections = [v for v in vars(rule).values() if isinstance(v, TensorSelection)]
+    # a selection of nothing (no collection, no regex, not "every tensor") reads nothing by design
+    selections = [v for v in vars(rule).values()
+                  if isinstance(v, TensorSelection) and not (v.empty and not v.select_all_if_empty)]
     if selections:
         blind = [s for s in selections if not s.names(trial)]
-        if not blind or (len(blind) < len(selections) and judged):
+        if not blind or judged:
             return None
         missing = "; ".join(dict.fromkeys(_describe(s, trial) for s in blind))
         losses = any("losses" in s.collections for s in blind)
     elif judged:
         return None
     else:
-        wanted = list(getattr(rule, "requested_collections", ())) or [
-            c.name for c in getattr(rule, "default_collections", ())]
+        wanted = list(getattr(rule, "requested_collections", ()))
+        patterns = [v for v in vars(rule).values() if isinstance(v, re.Pattern)]
+        if not wanted and patterns:  # a rule that finds its tensors by name (ClassImbalance's regexes)
+            names = trial.tensor_names()
+            if any(p.search(n) for p in patterns for n in names):
+                return None
+            regexes = ", ".join(repr(p.pattern) for p in patterns)
+            return (f"Rule {rule.rule_name} judged nothing: no saved tensor matches {regexes}: "
+                    f"{_what_was_saved(trial)}. Check DebugHookConfig.CollectionConfigurations and the rule's "
+                    "parameters.")
+        wanted = wanted or [c.name for c in getattr(rule, "default_collections", ())]
         known = trial.collections()
         empty = [c for c in wanted if c not in known or not trial.tensor_names(collection=c)]
         steps = len(trial.steps())

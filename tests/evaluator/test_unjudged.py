@@ -104,7 +104,8 @@ def test_every_built_in_rule_over_a_trial_without_its_tensors_ends_error_or_read
     empty = write_steps(tmp_path / "empty", [])  # the collections file, no step: a hook that saved nothing
     other = create_trial(str(write_steps(tmp_path / "other", train_steps(WEIGHTS[:3]))))
     trial = create_trial(str(empty))
-    params = {"collection_names": "weights"} if name == "AllZero" else {}
+    # the two rules that select nothing unless told what to read
+    params = {"collection_names": "weights"} if name in ("AllZero", "TensorVariance") else {}
     rule = instantiate_rule(get_rule_class(name), trial, params, other_trials=[other])
     final = evaluate(trial, rule, assume_ended=True, sleep=lambda s: None)
     if name == "StalledTrainingRule":  # judges time, reads no tensor

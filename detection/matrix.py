@@ -37,7 +37,11 @@ BUDGET = "budget"  # Cell.expected of a held-out healthy cell: counted against F
 RERUN_SUFFIX = "~rerun"  # a healthy run trained again with the same seed (SimilarAcrossRuns' partner)
 
 FIRED, SILENT, ERROR, NOT_EVALUATED, MISSING = "fired", "silent", "error", "not evaluated", "missing"
-NO_DATA = "no data"  # NoIssuesFound, but the rule read no datapoint (a GPU rule on a CPU-only run)
+# the rule judged nothing: a profiler rule that read no datapoint (a GPU rule on a CPU-only run), or a
+# tensor rule whose tensors the run never had (DeadRelu on a model without ReLU: Error "judged
+# nothing", evaluator/unjudged.py)
+NO_DATA = "no data"
+JUDGED_NOTHING = "judged nothing: "
 
 
 @dataclass(frozen=True)
@@ -126,6 +130,8 @@ def allowed_false_alarms(judged: int) -> int:
 
 
 def _state(status: RuleStatus) -> str:
+    if status.status is Status.ERROR and JUDGED_NOTHING in status.status_details:
+        return NO_DATA
     return {Status.ISSUES_FOUND: FIRED, Status.NO_ISSUES_FOUND: SILENT}.get(status.status, ERROR)
 
 

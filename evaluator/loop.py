@@ -7,7 +7,8 @@ are injected; every wait has a deadline.
 Statuses reported through `on_status`: InProgress first; IssuesFound as soon as the rule fires
 (details name where it first fired: a step, or for a profiler rule the scan interval of data
 time); LastEvaluatedStep after each poll that evaluated steps (tensor rules); the final status
-once training has ended and everything written before its end marker was judged.
+once training has ended and everything written before its end marker was judged: Error instead
+of NoIssuesFound for a rule whose tensors were never saved (evaluator/unjudged.py).
 
 Rules that judge time rather than data (StalledTrainingRule) may define
 `invoke_idle(idle_s: float) -> Verdict | bool`: the loop calls it on every poll of a live trial
@@ -34,6 +35,7 @@ from typing import Any, Protocol
 
 from sdlocal.evaluator.rule import Rule, Verdict, as_verdict
 from sdlocal.evaluator.status import RuleStatus, Status, client_error_details, condition_met_details
+from sdlocal.evaluator.unjudged import never_saw
 from sdlocal.trial.errors import MissingCollectionFiles, StorageError
 from sdlocal.trial.refresh import no_refresh
 
@@ -44,30 +46,6 @@ NO_DEBUG_DATA = (
 
 StatusCallback = Callable[[RuleStatus], None]
 Fire = Callable[[Verdict, "int | None"], None]
-
-
-def _nothing_evaluated_for_want_of(rule: Rule, trial: Any) -> str | None:
-    """Why the rule judged no step at all, when the request named collections (`collection_names`)
-    that the training never saved: NoIssuesFound would read as "checked and healthy" when nothing
-    was checked (a typo, a collection not in the hook's configuration). A rule's default
-    collections missing from a trial stay silent, by design (their tests say so). SageMaker's rules end Error
-    when their data is missing ("No debugging data was saved ..."); so does this one."""
-    from sdlocal.evaluator.rules._select import unsaved_collections
-
-    report = getattr(rule, "report", None)
-    if not isinstance(report, dict) or report.get("Datapoints", 1) != 0:
-        return None
-    try:
-        requested = getattr(rule, "requested_collections", ())
-        missing = [c for c in unsaved_collections(rule, trial) if c in requested]
-        saved = sorted(trial.collections())
-    except Exception:  # noqa: BLE001 - the check only adds a reason; it must not end the evaluation
-        return None
-    if not missing:
-        return None
-    return (f"Rule {rule.rule_name} evaluated no step: collection(s) {', '.join(map(repr, missing))} were not "
-            f"saved by the training job (saved: {', '.join(saved) or 'none'}). Check the rule's collection_names "
-            "and DebugHookConfig.CollectionConfigurations.")
 
 
 def _utcnow() -> _dt.datetime:
@@ -170,9 +148,9 @@ def _drive(source: Source, rule: Rule, reporter: _Reporter, *, interval: float, 
                 return reporter.report(status=Status.ERROR, status_details=client_error_details(
                     f"Rule {rule.rule_name} could not write its reports: {type(exc).__name__}: {exc}"))
             if fire.fired_at is None and isinstance(source, _StepSource):
-                unsaved = _nothing_evaluated_for_want_of(rule, source.trial)
-                if unsaved:  # nothing was checked: not NoIssuesFound
-                    return reporter.report(status=Status.ERROR, status_details=client_error_details(unsaved))
+                blind = never_saw(rule, source.trial)
+                if blind:  # nothing was checked: not NoIssuesFound (evaluator/unjudged.py)
+                    return reporter.report(status=Status.ERROR, status_details=client_error_details(blind))
             final = Status.ISSUES_FOUND if fire.fired_at is not None else Status.NO_ISSUES_FOUND
             return reporter.report(status=final)
         if clock() - started >= deadline:

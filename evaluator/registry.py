@@ -188,7 +188,7 @@ def instantiate_rule(
         raise  # the trial's own errors (a tensor the constructor reads is missing): the caller's Error status
     except Exception as exc:  # noqa: BLE001 - any other failure of a custom constructor: an Error status, not a traceback
         raise CustomRuleError(f"Rule {rule_name} could not be built: {_last_traceback_line(exc)}") from exc
-    try:  # the loop's "evaluated nothing" check (evaluator/loop.py) applies to these only
+    try:  # what the request names: the "judged nothing" check reads them (evaluator/unjudged.py)
         rule.requested_collections = _requested_collections(params)
     except AttributeError:  # a custom rule with __slots__: no such check for it
         pass

@@ -494,7 +494,9 @@ class Hook:
                 snap.release()
             return
         items = []
+        saved = 0  # the collections this step saved a tensor of (the step record)
         for name, (snap, mask) in snaps.items():
+            saved |= mask
             items.append((name, snap, self._plan(mask) if mask else RAW_ONLY))
             if self._seen.get(name, 0) | mask != self._seen.get(name, 0):
                 self._seen[name] = self._seen.get(name, 0) | mask
@@ -502,6 +504,7 @@ class Hook:
                     if mask & (1 << bit):
                         self._tensor_names.setdefault(coll.name, set()).add(name)
                 self._collections_dirty = True
+        self._steps.saved(saved)
         assert self._trial_writer is not None
         job: Callable[[], None] = StepJob(self._trial_writer, self.step, self.mode, self._mode_step, tuple(items))
         if self._tb is not None:
@@ -577,7 +580,8 @@ class Hook:
     def _write_step_record(self) -> None:
         modes = {m.name: n + 1 for m, n in self.mode_steps.items() if n >= 0 and m != ModeKeys.GLOBAL}
         try:
-            write_record(self.out_dir, self.step + 1, modes, self._steps.scheduled(c.name for c in self._colls))
+            names = [c.name for c in self._colls]
+            write_record(self.out_dir, self.step + 1, modes, self._steps.scheduled(names), self._steps.saved_steps(names))
         except OSError as e:  # only a warning is lost (the launcher's steps-to-judge check)
             logger.warning("sdlocal hook: cannot write the step record in %s: %s", self.out_dir, e)
 
@@ -612,6 +616,7 @@ class Hook:
     def _continue_from(self, previous: Hook) -> None:
         self.step = previous.step
         self._steps.carried.update(previous._steps.scheduled(c.name for c in previous._colls))
+        self._steps.carried_saved.update(previous._steps.saved_steps(c.name for c in previous._colls))
         self.mode_steps = dict(previous.mode_steps)
         self.last_saved_step = previous.last_saved_step
         own = {c.name for c in self.config.collections}

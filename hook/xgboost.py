@@ -9,7 +9,8 @@ Tensors (one global step per boosting round, mode GLOBAL, as smdebug's XGBoost h
 - `feature_importance/<type>/<feature>` for weight, gain, cover, total_gain, total_cover, each
   type normalized to sum to 1;
 - `average_shap/<feature>`: mean SHAP value of each feature over `train_data`; `full_shap/<feature>`:
-  that feature's SHAP value of every row (smdebug saved the whole matrix under every name);
+  the whole SHAP matrix, rows x (features + bias) (`predict(train_data, pred_contribs=True)`), under
+  every feature's name, as smdebug 1.0 saves it (notebooks slice it: `shap_values[:, :-1]`);
 - `trees/<column>` for the trees built in the round: Tree, Node, Depth, Feature (index, -1 for a
   leaf), Split, Yes, No, Missing (node ids, -1 for a leaf), Gain, Cover, Leaf. Numbers only: the
   trial format here has no text tensors (smdebug wrote feature names and `<tree>-<node>` ids).
@@ -243,9 +244,8 @@ class Hook(xgb.callback.TrainingCallback):
             else:
                 shap = np.asarray(model.predict(train, pred_contribs=True))
                 for i, feature in enumerate([*names, "bias"]):
-                    column = shap[..., i]
-                    yield f"full_shap/{feature}", column
-                    yield f"average_shap/{feature}", np.float64(np.mean(column))
+                    yield f"full_shap/{feature}", shap  # the whole matrix under each name, as smdebug 1.0
+                    yield f"average_shap/{feature}", np.float64(np.mean(shap[..., i]))
         if every or wanted & {"trees", "default"}:
             per_round = max(1, model.num_boosted_rounds() and len(model.get_dump()) // model.num_boosted_rounds())
             for col, values in tree_columns(model, epoch * per_round, (epoch + 1) * per_round, names).items():

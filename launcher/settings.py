@@ -10,6 +10,7 @@ read at call time (never at import), so a test or a command can set them just be
 | `SDLOCAL_SOURCE_MAX_BYTES` | the most bytes a source archive may unpack to | 1 GiB |
 | `SDLOCAL_S3_RETRY_S` | how long every S3 call rides out an outage (trial/storage/_retry.py reads it) | 120 |
 | `SDLOCAL_MAX_CONCURRENT_JOBS` | `serve --max-concurrent-jobs`: jobs run at once, the others wait (launcher/serve/queue.py) | half the CPUs, at least 1 |
+| `SDLOCAL_PRIVATE_OPT_ML` | the process runtime's trainings on a private `/opt/ml`: `auto` (where this machine allows it) or `off` (launcher/runtime/opt_ml_guard.py) | `auto` |
 
 The evaluator's environment contract (`SDLOCAL_JOB_NAME`, `SDLOCAL_RULE_OUTPUT`, ...) is not a
 setting: the launcher writes it for each evaluator from evaluator/contract.py.
@@ -25,6 +26,7 @@ RUNTIME = "SDLOCAL_RUNTIME"
 S3 = "SDLOCAL_S3"
 MAX_CONCURRENT_JOBS = "SDLOCAL_MAX_CONCURRENT_JOBS"
 S3_CHOICES = ("embedded", "aws")
+PRIVATE_OPT_ML = "SDLOCAL_PRIVATE_OPT_ML"
 
 # labels on every container, network and process sdlocal starts: who owns it
 LABEL_JOB = "sdlocal.job"  # the TrainingJobName
@@ -42,6 +44,12 @@ def _env(environ: Mapping[str, str] | None) -> Mapping[str, str]:
 
 def sdlocal_home(environ: Mapping[str, str] | None = None) -> Path:
     return Path(_env(environ).get(HOME) or Path.home() / ".sdlocal")
+
+
+def private_opt_ml(environ: Mapping[str, str] | None = None) -> bool:
+    """False when SDLOCAL_PRIVATE_OPT_ML is off (0, false, no): the process runtime then runs every
+    training as on a machine that refuses mount namespaces."""
+    return _env(environ).get(PRIVATE_OPT_ML, "auto").strip().lower() not in ("off", "0", "false", "no")
 
 
 def s3_choice(environ: Mapping[str, str] | None = None) -> str | None:

@@ -85,21 +85,22 @@ class XgboostReportInput:
             m = re.match(r"^feature_importance/([^/]+)/(.+)$", name)
             if m and imp_step is not None and imp_step in trial.tensor(name).steps():
                 importance.setdefault(m.group(1), {})[m.group(2)] = float(trial.tensor(name).value(imp_step))
-        shap: dict[str, float] = {}
-        kind = ""
         full = [n for n in names if n.startswith("full_shap/") and not n.endswith("/bias")]
         avg = [n for n in names if n.startswith("average_shap/") and not n.endswith("/bias")]
-        for name in full:
+        averages: dict[str, float] = {}
+        for name in avg:
             got = last(name)
             if got is not None:
-                shap[name.split("/", 1)[1]] = float(np.mean(np.abs(got[1])))
-                kind = "full"
+                averages[name.split("/", 1)[1]] = float(got[1].reshape(-1)[0])
+        shap: dict[str, float] = {}
+        for name in full:
+            got = last(name)
+            column = None if got is None else shap_column(name.split("/", 1)[1], got[1], averages)
+            if column is not None:
+                shap[name.split("/", 1)[1]] = float(np.mean(np.abs(column)))
+        kind = "full" if shap else ("average" if averages else "")
         if not shap:
-            for name in avg:
-                got = last(name)
-                if got is not None:
-                    shap[name.split("/", 1)[1]] = float(got[1].reshape(-1)[0])
-                    kind = "average"
+            shap = averages
         labels = predictions = None
         pred_step = None
         if "predictions" in names and "labels" in names:
@@ -216,6 +217,23 @@ def _importance_section(data: XgboostReportInput) -> Section:
     rows = [[f, *(f"{data.importance[k].get(f, 0.0):.4f}" for k in kinds)] for f in features[:TOP_FEATURES]]
     parts.append(table(["feature", *kinds], rows))
     return Section("Feature importance", join(parts), "importance", lead)
+
+
+def shap_column(feature: str, value: np.ndarray, averages: Mapping[str, float]) -> np.ndarray | None:
+    """A feature's SHAP values from its `full_shap/<feature>` tensor: smdebug 1.0 saves the whole
+    rows x (features + bias) matrix under every name, older sdlocal trials the feature's column.
+    The column of a matrix: XGBoost's own names (`f3`) say it; other names are found by their
+    `average_shap` value (the column's mean); None when neither tells."""
+    if value.ndim < 2:
+        return value
+    width = value.shape[-1]
+    place = re.fullmatch(r"f(\d+)", feature)
+    if place and int(place.group(1)) < width - 1:
+        return value[..., int(place.group(1))]
+    if feature not in averages:
+        return None
+    means = value.reshape(-1, width).mean(axis=0)[:-1]
+    return value[..., int(np.argmin(np.abs(means - averages[feature])))]
 
 
 def _shap_section(data: XgboostReportInput) -> Section:

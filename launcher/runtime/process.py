@@ -127,6 +127,7 @@ class ProcessRuntime(Runtime):
             kwargs["env"]["CUDA_VISIBLE_DEVICES"] = visible
         if launch.command is not None:
             kwargs = self._command_kwargs(launch, kwargs)
+        kwargs["args"] = self._on_private_opt_ml(launch, kwargs["args"])
         token = None
         if launch.ranks is not None:
             token = kwargs["env"][TOKEN_ENV] = uuid.uuid4().hex
@@ -166,6 +167,24 @@ class ProcessRuntime(Runtime):
                                labels={LABEL_JOB: master.job_name, LABEL_ROLE: "training", LABEL_HOST: master.host})
         handle.token = token
         return handle
+
+    def _on_private_opt_ml(self, launch: TrainingLaunch, args: list[str]) -> list[str]:
+        """`args` run with the host's job folder on /opt/ml where this machine allows it; else a job
+        whose source names /opt/ml itself is refused (launcher/runtime/opt_ml_guard.py)."""
+        from sdlocal.launcher.runtime import opt_ml_guard
+        from sdlocal.launcher.settings import PRIVATE_OPT_ML, private_opt_ml
+
+        problem = (opt_ml_guard.namespace_problem(self.python) if private_opt_ml(self.base_env)
+                   else f"{PRIVATE_OPT_ML} is off")
+        if problem is None:
+            return opt_ml_guard.wrapped(self.python, launch.job_root, args)
+        where = None if launch.command is not None else opt_ml_guard.direct_opt_ml_use(launch.source_dir,
+                                                                                          launch.entry_point)
+        if where is not None:
+            raise RuntimeLaunchError(f"{where} names /opt/ml, and the process runtime cannot give this training "
+                                     f"a private /opt/ml here ({problem}): run the job with --runtime docker, or "
+                                     "use the SM_* variables (SM_MODEL_DIR, SM_OUTPUT_DATA_DIR, ...)")
+        return args
 
     def _command_kwargs(self, launch: TrainingLaunch, kwargs: dict[str, Any]) -> dict[str, Any]:
         """A container command here: its /opt/ml paths (and those of the channels it runs) moved to

@@ -62,7 +62,7 @@ def test_the_notebooks_collections_in_our_reader(regression: Run) -> None:
     assert sum(float(tr.tensor(n).value(50)) for n in weights) == pytest.approx(1.0)
     assert "feature_importance/gain/f7" in tr.tensor_names()  # shell weight: what the rings follow
     assert tr.tensor_names(collection="average_shap") == [f"average_shap/f{i}" for i in range(8)]
-    assert tr.tensor("full_shap/f7").value(25).shape == (1200,)  # every training row
+    assert tr.tensor("full_shap/f7").value(25).shape == (1200, 9)  # every training row x (8 features + bias)
     # the rules' own collections came with them (TreeDepth: trees; CreateXgboostReport: labels, ...)
     assert tr.tensor("trees/Depth").value(50).max() <= 5  # max_depth 5
     assert tr.tensor("labels").value(50).shape == (300,)  # the validation channel
@@ -83,7 +83,7 @@ def test_the_real_smdebug_reads_the_trial(regression: Run, smdebug_python: Path)
                           "collections": {c: sorted(tr.tensor_names(collection=c)) for c in colls},
                           "val": float(tr.tensor("validation-rmse").value(45)),
                           "gain": float(tr.tensor("feature_importance/gain/f7").value(45)),
-                          "shap": tr.tensor("full_shap/f0").value(25).tolist()[:5],
+                          "shap": tr.tensor("full_shap/f0").value(25)[:5].tolist(),
                           "depth": tr.tensor("trees/Depth").value(50).tolist()}))
     """)
     proc = subprocess.run([str(smdebug_python), "-c", read, str(regression.job.tensors)], capture_output=True,

@@ -52,3 +52,10 @@ class Clock:
 
     def __call__(self) -> float:
         return self.now
+
+
+def judged_nothing(status: object) -> bool:
+    """The rule ended Error saying it judged nothing: none of its tensors was saved (evaluator/unjudged.py)."""
+    from sdlocal.evaluator.status import Status
+
+    return getattr(status, "status", None) is Status.ERROR and " judged nothing: " in getattr(status, "status_details", "")

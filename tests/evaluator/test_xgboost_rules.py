@@ -111,10 +111,12 @@ def test_report_input_for_regression(tmp_path: Path) -> None:
                                 "CollectionConfigurations": [{"CollectionName": c} for c in REPORT_COLLECTIONS]},
                                framework="xgboost")
     hook = Hook(cfg, train_data=dtrain, validation_data=dval)
-    xgb.train({"objective": "reg:squarederror", "eval_metric": "rmse"}, dtrain, 8,
-              evals=[(dtrain, "train"), (dval, "validation")], callbacks=[hook], verbose_eval=False)
+    booster = xgb.train({"objective": "reg:squarederror", "eval_metric": "rmse"}, dtrain, 8,
+                        evals=[(dtrain, "train"), (dval, "validation")], callbacks=[hook], verbose_eval=False)
     hook.close()
     data = XgboostReportInput.from_trial(create_trial(tmp_path / "r"), job_name="reg")
+    contribs = booster.predict(dtrain, pred_contribs=True)  # the last round's model: the last saved step's
+    assert data.shap["f3"] == pytest.approx(float(np.mean(np.abs(contribs[:, 3]))), rel=1e-5)
     assert data.labels is not None and data.predictions is not None
     assert task_of(data.labels, data.predictions)[0] == "regression"
     from sdlocal.evaluator.reports.xgboost import render_xgboost_report
@@ -124,6 +126,17 @@ def test_report_input_for_regression(tmp_path: Path) -> None:
     assert {s.name for s in data.metrics} == {"train-rmse", "validation-rmse"}
     assert set(data.shap) == {f"f{i}" for i in range(10)} and data.shap_kind == "full"
     assert max(data.shap, key=lambda k: data.shap[k]) == "f0"  # the label is 3·f0 + f1
+
+
+def test_shap_column_of_smdebugs_matrix_by_name_or_average() -> None:
+    from sdlocal.evaluator.reports.xgboost import shap_column
+
+    matrix = np.array([[1.0, -4.0, 0.5], [3.0, 0.0, 0.5]])  # rows x (age, income, bias)
+    assert shap_column("f1", matrix, {}).tolist() == [-4.0, 0.0]  # XGBoost's own names say the column
+    assert shap_column("income", matrix, {"age": 2.0, "income": -2.0}).tolist() == [-4.0, 0.0]
+    assert shap_column("age", matrix, {"age": 2.0, "income": -2.0}).tolist() == [1.0, 3.0]
+    assert shap_column("age", matrix, {}) is None  # nothing tells which column
+    assert shap_column("age", np.array([1.0, 3.0]), {}).tolist() == [1.0, 3.0]  # an older trial's column
 
 
 def test_confusion_and_classification_report() -> None:

@@ -215,3 +215,22 @@ def test_the_step_record_counts_steps_run_and_steps_each_collection_was_schedule
     assert grads and all(trial.tensor(n).steps() == [0] for n in grads)
     weights = trial.tensor_names(collection="weights")
     assert weights and all(len(trial.tensor(n).steps()) == 4 for n in weights)
+    # the steps that saved a tensor of each collection: here every scheduled one
+    saved = record["saved_steps"]
+    assert (saved["losses"], saved["gradients"], saved["weights"]) == (50, 1, 4)
+
+
+def test_the_step_record_counts_saved_steps_apart_from_scheduled_ones(tmp_path: Path) -> None:
+    # a training that gives the hook no loss (scored without one, nothing backpropagated): scheduled, never saved
+    out = tmp_path / "trial"
+    hook = Hook(_config(out, {"save_interval": "1"}, ("losses", {}), ("weights", {})))
+    model = _model()
+    hook.register_module(model)
+    for _ in range(6):
+        x, _y = _batch()
+        with torch.no_grad():
+            model(x)
+    hook.close()
+    record = json.loads((out / ".sdlocal-steps.json").read_text())
+    assert record["scheduled_steps"]["losses"] == 6 and record["saved_steps"]["losses"] == 0
+    assert record["saved_steps"]["weights"] == 6

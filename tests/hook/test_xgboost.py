@@ -70,7 +70,11 @@ def test_every_collection_is_saved_with_its_values(tmp_path: Path) -> None:
     assert "feature_importance/gain/f0" in tr.tensor_names()  # the informative feature is used
     shap = booster.predict(dtrain, pred_contribs=True)  # the final model is the one of step 4's... +1 round
     assert tr.tensor_names(collection="average_shap") == [f"average_shap/f{i}" for i in range(4)]
-    assert tr.tensor("full_shap/f0").value(4).shape == (dtrain.num_row(),)
+    # smdebug 1.0's layout: the whole rows x (features + bias) matrix under each feature's name
+    full = tr.tensor("full_shap/f2").value(4)
+    assert full.shape == (dtrain.num_row(), 5)
+    np.testing.assert_array_equal(full, tr.tensor("full_shap/f0").value(4))
+    assert float(tr.tensor("average_shap/f2").value(4)) == pytest.approx(float(np.mean(full[:, 2])))
     assert "average_shap/bias" not in tr.tensor_names() and shap.shape[1] == 5
     depth = tr.tensor("trees/Depth").value(4)
     tree_ids = tr.tensor("trees/Tree").value(4)
@@ -216,7 +220,8 @@ def test_real_smdebug_reads_the_xgboost_trial(tmp_path: Path, smdebug_python: Pa
                                ["metrics", "losses", "feature_importance", "average_shap", "trees", "labels"]},
                "val": float(tr.tensor("validation-logloss").value(2)),
                "preds": tr.tensor("predictions").value(2).tolist(),
-               "depth": tr.tensor("trees/Depth").value(2).tolist()}
+               "depth": tr.tensor("trees/Depth").value(2).tolist(),
+               "shap": tr.tensor("full_shap/f1").value(2).tolist()}
         print(json.dumps(out))
     """)
     proc = subprocess.run([str(smdebug_python), "-c", read, str(tmp_path / "t")], capture_output=True, text=True,
@@ -229,3 +234,6 @@ def test_real_smdebug_reads_the_xgboost_trial(tmp_path: Path, smdebug_python: Pa
     assert got["val"] == pytest.approx(float(ours.tensor("validation-logloss").value(2)))
     np.testing.assert_allclose(got["preds"], ours.tensor("predictions").value(2), rtol=1e-6)
     assert got["depth"] == ours.tensor("trees/Depth").value(2).tolist()
+    # smdebug's layout: rows x (features + bias) under each name, what the census notebook slices
+    np.testing.assert_allclose(got["shap"], ours.tensor("full_shap/f1").value(2), rtol=1e-6)
+    assert np.asarray(got["shap"]).shape == (dtrain.num_row(), dtrain.num_col() + 1)

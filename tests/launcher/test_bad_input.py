@@ -329,7 +329,7 @@ def test_rule_watching_a_collection_never_saved_is_not_no_issues_found(workspace
     assert result.returncode == 0, result.stderr
     (row,) = json.loads(result.stdout)
     assert row["RuleEvaluationStatus"] == "Error"
-    assert "'gradeints' were not saved by the training job" in row["StatusDetails"]
+    assert "no tensor of collection 'gradeints' was saved" in row["StatusDetails"]
     assert "gradients" in row["StatusDetails"]  # the saved ones are listed: the typo shows
     assert processes_of(home) == []
 

@@ -100,3 +100,64 @@ def test_run_warns_when_the_sdk_save_interval_leaves_a_rule_one_step(tmp_path: P
     assert done.stderr.index(warnings[0]) < done.stderr.index("Rule VanishingGradient: NoIssuesFound")
     keys = [o["Key"] for o in s3_client.list_objects_v2(Bucket="sdlocal", Prefix=f"jobs/{job}/")["Contents"]]
     assert keys and not any(k.endswith(".sdlocal-steps.json") for k in keys)
+
+
+def test_saved_steps_are_counted_not_scheduled_ones(tmp_path: Path) -> None:
+    folder = record(tmp_path, 40, {"gradients": 40, "losses": 40})
+    body = json.loads((folder / ".sdlocal-steps.json").read_text())
+    body["saved_steps"] = {"gradients": 40, "losses": 0}  # a loss the hook never saw
+    (folder / ".sdlocal-steps.json").write_text(json.dumps(body))
+    (line,) = few_steps_warnings([rule("VanishingGradient"), rule("LossNotDecreasing")], folder,
+                                 [CollectionConfig("losses", {"save_interval": "1"})], {})
+    assert line.startswith("Warning: rule LossNotDecreasing had fewer than 2 steps to judge: the training ran 40 "
+                           "steps and saved 'losses' at 0 (save_interval 1, scheduled at 40)."), line
+
+
+NO_LOSS = """\
+import torch
+
+torch.manual_seed(0)
+model = torch.nn.Linear(4, 1)
+x = torch.randn(64, 4)
+y = x.sum(1, keepdim=True)
+best = None
+for step in range(12):  # a random search: scored, never backpropagated, so the hook sees no loss
+    with torch.no_grad():
+        err = float((model(x) - y).pow(2).mean())
+        for p in model.parameters():
+            p.add_(torch.randn_like(p) * 0.01)
+    print(f"step {step} error {err:.4f}", flush=True)
+"""
+
+NO_LOSS_SPEC = """\
+EntryPoint: search.py
+SourceDir: {source}
+DebugHookConfig:
+  S3OutputPath: s3://sdlocal/jobs
+  HookParameters: {{save_interval: "1"}}
+DebugRuleConfigurations:
+  - RuleConfigurationName: LossNotDecreasing
+    RuleParameters: {{rule_to_invoke: LossNotDecreasing}}
+"""
+
+
+@pytest.mark.slow
+def test_run_says_a_rule_whose_losses_were_never_saved_judged_nothing(tmp_path: Path, moto_server: str) -> None:
+    source = tmp_path / "src"
+    source.mkdir()
+    (source / "search.py").write_text(NO_LOSS)
+    spec = tmp_path / "job.yaml"
+    spec.write_text(NO_LOSS_SPEC.format(source=source))
+    env = {**os.environ, "SDLOCAL_HOME": str(tmp_path / "home"), "SDLOCAL_RUNTIME": "process"}
+    env.pop("AWS_ENDPOINT_URL_S3", None)
+    done = subprocess.run([sys.executable, "-m", "sdlocal", "run", str(spec), "--job-name",
+                           f"no-loss-{uuid.uuid4().hex[:6]}", "--s3-endpoint-url", moto_server], cwd=REPO, env=env,
+                          capture_output=True, text=True, timeout=400)
+    assert done.returncode == 0, done.stderr
+    said = [line for line in done.stderr.splitlines() if line.startswith("Rule LossNotDecreasing: Error")]
+    assert said and said[-1].startswith(
+        "Rule LossNotDecreasing: Error (ClientError: Rule LossNotDecreasing judged nothing: no tensor of collection "
+        "'losses' was saved: the trial has no step;"), done.stderr  # only the rule's collection was configured
+    assert "NoIssuesFound" not in done.stderr
+    assert ("Warning: rule LossNotDecreasing had fewer than 2 steps to judge: the training ran 12 steps and saved "
+            "'losses' at 0 (save_interval 1, scheduled at 12)") in done.stderr

@@ -81,9 +81,12 @@ def test_bad_parameters_name_the_parameter(tmp_path: Path, param: str, value: st
 
 
 @pytest.mark.parametrize("trial_name", ["healthy", "healthy_eval", "healthy_relu"])
-def test_fixture_trials_without_images_are_silent(fixture_trials: Path, trial_name: str) -> None:
+def test_fixture_trials_without_images_say_the_rule_judged_nothing(fixture_trials: Path, trial_name: str) -> None:
+    # no verdict without data (evaluator/unjudged.py): not NoIssuesFound, an Error naming what it never saw
     status = evaluate_trial(str(fixture_trials / trial_name), "CheckInputImages", {})
-    assert status.status is Status.NO_ISSUES_FOUND, status.status_details
+    assert status.status is Status.ERROR, status.status_details
+    assert "Rule CheckInputImages judged nothing: no tensor of collection 'input_image' was saved" in \
+        status.status_details
 
 
 def test_images_scaled_to_minus_one_one_are_normalized(tmp_path: Path) -> None:

@@ -13,7 +13,7 @@ from sdlocal.evaluator.rule import Verdict
 from sdlocal.evaluator.rules import Confusion
 from sdlocal.evaluator.status import RuleStatus, Status
 from sdlocal.trial import Collection, TrialWriter, create_trial
-from tests.evaluator._trials import COLLECTIONS, make_trial
+from tests.evaluator._trials import COLLECTIONS, judged_nothing, make_trial
 
 LABELS, PREDS = "CrossEntropyLoss_input_1", "CrossEntropyLoss_input_0"
 CLASSIFIER = (*COLLECTIONS, Collection("labels", include_regex=("_input_1$",)),
@@ -189,10 +189,10 @@ def test_string_parameters_through_the_evaluator(tmp_path: Path) -> None:
 
 
 @pytest.mark.parametrize("trial_name", ["healthy", "healthy_eval", "healthy_relu"])
-def test_fixture_trials_without_labels_are_silent(fixture_trials: Path, trial_name: str) -> None:
-    # the fixtures save no labels or predictions: not evaluated, no issue, no error
+def test_fixture_trials_without_labels_judged_nothing(fixture_trials: Path, trial_name: str) -> None:
+    # the fixtures save no labels or predictions: the rule judged nothing, and says so
     status = evaluate_trial(str(fixture_trials / trial_name), "Confusion", {})
-    assert status.status is Status.NO_ISSUES_FOUND, status.status_details
+    assert judged_nothing(status), status.status_details  # no verdict without data
 
 
 def test_passes_split_where_unsaved_training_steps_ran_between_them(tmp_path: Path) -> None:

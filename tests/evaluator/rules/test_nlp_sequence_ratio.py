@@ -12,7 +12,7 @@ from sdlocal.evaluator.rule import Verdict
 from sdlocal.evaluator.rules import NLPSequenceRatio
 from sdlocal.evaluator.status import Status
 from sdlocal.trial import Collection, TrialWriter, create_trial
-from tests.evaluator._trials import COLLECTIONS, make_trial, train_steps
+from tests.evaluator._trials import COLLECTIONS, judged_nothing, make_trial, train_steps
 
 SEQ = "Net_embedding0_input_0"
 
@@ -58,7 +58,7 @@ def test_float_tensors_nan_collection_members_modes_and_missing_steps(tmp_path: 
 def test_no_sequences_and_one_step(tmp_path: Path) -> None:
     trial = make_trial(tmp_path, train_steps([{"x": np.zeros(10, np.float32)}]))
     assert NLPSequenceRatio(trial).judge_step(0) is Verdict.NOT_EVALUATED
-    assert evaluate_trial(str(tmp_path), "NLPSequenceRatio", {}).status is Status.NO_ISSUES_FOUND
+    assert judged_nothing(evaluate_trial(str(tmp_path), "NLPSequenceRatio", {}))  # no verdict without data
     make_trial(tmp_path / "one", train_steps([{SEQ: sequences(90)}]))
     assert evaluate_trial(str(tmp_path / "one"), "NLPSequenceRatio", {}).status is Status.ISSUES_FOUND
 
@@ -78,6 +78,6 @@ def test_bad_parameters_name_the_parameter(tmp_path: Path, params: dict[str, str
 
 
 @pytest.mark.parametrize("trial_name", ["healthy", "healthy_eval", "healthy_relu"])
-def test_fixture_trials_without_sequences_are_silent(fixture_trials: Path, trial_name: str) -> None:
+def test_fixture_trials_without_sequences_judged_nothing(fixture_trials: Path, trial_name: str) -> None:
     status = evaluate_trial(str(fixture_trials / trial_name), "NLPSequenceRatio", {})
-    assert status.status is Status.NO_ISSUES_FOUND, status.status_details
+    assert judged_nothing(status), status.status_details  # no verdict without data

@@ -12,7 +12,7 @@ from sdlocal.evaluator.rule import Verdict
 from sdlocal.evaluator.rules import PoorWeightInitialization
 from sdlocal.evaluator.status import Status
 from sdlocal.trial import Collection, TrialWriter, create_trial
-from tests.evaluator._trials import COLLECTIONS, make_trial, train_steps
+from tests.evaluator._trials import COLLECTIONS, judged_nothing, make_trial, train_steps
 
 RNG = np.random.default_rng(2)
 IN0, IN1 = "layer0_relu_input_0", "layer1_relu_input_0"
@@ -102,7 +102,7 @@ def test_only_the_first_steps_train_steps_and_missing_tensors(tmp_path: Path) ->
         Verdict.NOT_EVALUATED,  # TRAIN step 3: past the first `steps` steps
     ]
     one = make_trial(tmp_path / "one", train_steps([{LOSS: np.float32(1)}]))
-    assert evaluate_trial(str(tmp_path / "one"), "PoorWeightInitialization", {}).status is Status.NO_ISSUES_FOUND
+    assert judged_nothing(evaluate_trial(str(tmp_path / "one"), "PoorWeightInitialization", {}))  # no verdict without data
     assert PoorWeightInitialization(one).judge_step(0) is Verdict.NOT_EVALUATED
 
 

@@ -12,7 +12,7 @@ from sdlocal.evaluator.rule import Verdict
 from sdlocal.evaluator.rules import SaturatedActivation
 from sdlocal.evaluator.status import Status
 from sdlocal.trial import Collection, TrialWriter, create_trial
-from tests.evaluator._trials import COLLECTIONS, make_trial, write_steps
+from tests.evaluator._trials import COLLECTIONS, judged_nothing, make_trial, write_steps
 
 TANH = "layer0_tanh_input_0"
 SIGMOID = "layer1_sigmoid_input_0"
@@ -84,7 +84,7 @@ def test_no_tensors_nan_one_step_mixed_modes_missing_steps(tmp_path: Path) -> No
     assert [rule.judge_step(s) for s in range(4)] == [
         Verdict.NOT_EVALUATED, Verdict.CONDITION_NOT_MET, Verdict.CONDITION_MET, Verdict.NOT_EVALUATED]
     root = write_steps(tmp_path / "none", [(0, "TRAIN", 0, {"Net_fc0.weight": np.ones((2, 2), np.float32)})])
-    assert evaluate_trial(str(root), "SaturatedActivation", {}).status is Status.NO_ISSUES_FOUND
+    assert judged_nothing(evaluate_trial(str(root), "SaturatedActivation", {}))  # no verdict without data
 
 
 @pytest.mark.parametrize(("param", "value"), [("threshold_tanh_min", "low"), ("threshold_layer", "101"),
@@ -98,7 +98,7 @@ def test_bad_parameters_name_the_parameter(tmp_path: Path, param: str, value: st
 
 
 @pytest.mark.parametrize("trial_name", ["healthy", "healthy_eval", "healthy_relu", "vanishing"])
-def test_fixture_trials_without_tanh_or_sigmoid_inputs_are_silent(fixture_trials: Path, trial_name: str) -> None:
-    # the fixtures save no activation inputs: nothing to judge, no issue, no error
+def test_fixture_trials_without_tanh_or_sigmoid_inputs_judged_nothing(fixture_trials: Path, trial_name: str) -> None:
+    # the fixtures save no activation inputs: the rule judged nothing, and says so
     status = evaluate_trial(str(fixture_trials / trial_name), "SaturatedActivation", {})
-    assert status.status is Status.NO_ISSUES_FOUND, status.status_details
+    assert judged_nothing(status), status.status_details  # no verdict without data

@@ -12,7 +12,7 @@ from sdlocal.evaluator.loop import evaluate
 from sdlocal.evaluator.rule import Verdict
 from sdlocal.evaluator.rules import TensorVariance
 from sdlocal.evaluator.status import Status
-from tests.evaluator._trials import make_trial, train_steps
+from tests.evaluator._trials import judged_nothing, make_trial, train_steps
 
 W = "Net_fc1.weight"
 B = "Net_fc1.bias"
@@ -66,9 +66,9 @@ def test_edge_cases_nan_empty_no_match_missing_steps_mixed_modes(tmp_path: Path)
     trial = make_trial(tmp_path, steps)
     rule = TensorVariance(trial, collection_names="weights", max_threshold="10")
     assert [rule.judge_step(s) for s in range(4)] == [Verdict.NOT_EVALUATED] * 3 + [Verdict.CONDITION_MET]
-    # a collection the trial lacks, a regex matching nothing: nothing evaluated, no error
+    # a collection the trial lacks, a regex matching nothing: the rule judged nothing, and says so
     rule = TensorVariance(trial, collection_names="relu_output", tensor_regex="nomatch", max_threshold="10")
-    assert evaluate(trial, rule, sleep=lambda s: None).status is Status.NO_ISSUES_FOUND
+    assert judged_nothing(evaluate(trial, rule, sleep=lambda s: None))  # no verdict without data
 
 
 def test_one_step_only(tmp_path: Path) -> None:

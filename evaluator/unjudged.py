@@ -47,6 +47,10 @@ def never_saw(rule: Any, trial: Any) -> str | None:
 
 
 def _never_saw(rule: Any, trial: Any) -> str | None:
+    own = getattr(rule, "missing_data", None)  # a rule that reads no tensors says itself (records rules)
+    if callable(own):
+        missing = own()
+        return None if missing is None else f"Rule {rule.rule_name} judged nothing: {missing}."
     report = getattr(rule, "report", None)
     judged = report.get("Datapoints", 1) if isinstance(report, dict) else 1
     # a selection of nothing (no collection, no regex, not "every tensor") reads nothing by design

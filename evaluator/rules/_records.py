@@ -61,6 +61,14 @@ class RecordRule(Rule):
                                 "come from sdlocal's hook with the %s collection", self.rule_name, RECORDS_COLLECTION)
         return self._verdict(self.judge_records(lines, final=True))
 
+    def missing_data(self) -> str | None:
+        """Why the rule judged nothing, for evaluator/unjudged.py: a trial without records (the real
+        smdebug hook, or a job without the records collection) gets no NoIssuesFound."""
+        if self._reader.seen_any:
+            return None
+        return (f"the trial has no training records (records/): they come from sdlocal's hook with the "
+                f"{RECORDS_COLLECTION} collection")
+
     def judge_records(self, lines: list[Line], final: bool) -> bool | None:  # pragma: no cover - abstract
         raise NotImplementedError
 

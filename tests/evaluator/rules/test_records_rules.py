@@ -66,7 +66,9 @@ def test_no_records_judges_nothing_and_says_so(tmp_path: Path, caplog: pytest.Lo
     trial = _trial(tmp_path, records=False)
     with caplog.at_level(logging.WARNING):
         status = evaluate_trial(str(trial), "GradientsNotReset", {}, interval=0.0)
-    assert status.status.value == "NoIssuesFound"
+    # no verdict without data (evaluator/unjudged.py): an Error that says what it never saw
+    assert status.status.value == "Error"
+    assert "judged nothing: the trial has no training records" in status.status_details
     assert "no training records" in caplog.text
 
 

@@ -238,8 +238,10 @@ class Hook:
                 on_grad = None if self.final_gradients_only else self._grad_hook(tname)
                 if on_grad is not None:
                     self._attach_handles.append(param.register_hook(on_grad))
+        # a watched module's submodules: `<Class>.<path>` (the registered model's: `<path>`, as smdebug)
+        prefix = "" if module is self._model else cls_name + "."
         for path, sub in module.named_modules():
-            on_forward = self._forward_hook_for(sub, path or cls_name, top=sub is module)
+            on_forward = self._forward_hook_for(sub, prefix + path if path else cls_name, top=sub is module)
             if on_forward is not None:
                 self._attach_handles.append(sub.register_forward_hook(on_forward))
 
@@ -374,11 +376,11 @@ class Hook:
     def _record_nested(self, prefix: str, value: Any, extra: int = 0, image_bit: int = 0) -> None:
         # extra: collections by type/role; image_bit: input_image, for a 4-D first tensor.
         if isinstance(value, torch.Tensor):
-            if unsaveable(prefix, value):
-                return
             idx = self._io_counts.get(prefix, 0)
             self._io_counts[prefix] = idx + 1
             name = prefix + str(idx)
+            if unsaveable(name, value):
+                return
             bits = self._mask_of(name) | extra
             if image_bit and idx == 0 and value.dim() == 4:
                 bits |= image_bit

@@ -7,6 +7,7 @@ vanishing: weights initialized ~1e-9 (vanishing gradients). --smdebug-callback: 
 smdebug TrainerCallback (create_from_json_file, register_module), as SageMaker's examples write.
 """
 import argparse
+import json
 import os
 
 import torch
@@ -26,6 +27,7 @@ p.add_argument("--eval-steps", type=int, default=0)
 p.add_argument("--report-to", default="none")
 p.add_argument("--smdebug-callback", default="false")
 p.add_argument("--batch", type=int, default=8)
+p.add_argument("--max-grad-norm", type=float, default=1.0)
 args = p.parse_args()
 
 torch.manual_seed(0)
@@ -72,7 +74,7 @@ training_args = TrainingArguments(
     output_dir=os.environ.get("SM_OUTPUT_DATA_DIR", "/tmp/hf-out"), max_steps=args.max_steps,
     per_device_train_batch_size=args.batch, per_device_eval_batch_size=args.batch,
     gradient_accumulation_steps=args.grad_accum, learning_rate=lr,
-    max_grad_norm=0.0 if args.case == "diverging" else 1.0,
+    max_grad_norm=0.0 if args.case == "diverging" else args.max_grad_norm,
     eval_strategy="steps" if args.eval_steps else "no", eval_steps=args.eval_steps or None,
     logging_steps=1, report_to=args.report_to, save_strategy="no", use_cpu=True,
     disable_tqdm=True, dataloader_num_workers=0, seed=0,
@@ -80,4 +82,8 @@ training_args = TrainingArguments(
 trainer = Trainer(model=model, args=training_args, train_dataset=Data(256, 1), eval_dataset=Data(16, 2),
                   optimizers=optimizers, callbacks=callbacks)
 trainer.train()
-print("final loss", trainer.state.log_history[-1])
+model_dir = os.environ.get("SM_MODEL_DIR")
+if model_dir:  # what the Trainer logged, for the test to compare with the trial
+    with open(os.path.join(model_dir, "log_history.json"), "w") as f:
+        json.dump(trainer.state.log_history, f)
+print("final", trainer.state.log_history[-1])

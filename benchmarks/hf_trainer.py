@@ -81,10 +81,10 @@ def main(argv: list[str] | None = None) -> int:
     p.add_argument("--steps", type=int, default=300)
     p.add_argument("--warmup", type=int, default=20)
     p.add_argument("--seed", type=int, default=0)
-    p.add_argument("--quick", action="store_true", help="1 round of 30 steps: a smoke run")
+    p.add_argument("--quick", action="store_true", help="1 round of 20 steps: a smoke run")
     args = p.parse_args(argv)
     if args.quick:
-        args.rounds, args.steps, args.warmup = 1, 30, 5
+        args.rounds, args.steps, args.warmup = 1, 20, 2
     rng = random.Random(args.seed)
     variants: list[int | None] = [None, *INTERVALS]
     ms: dict[Any, list[float]] = {v: [] for v in variants}

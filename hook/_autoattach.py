@@ -141,7 +141,7 @@ class AutoAttach:
             original(opt, *args, **kwargs)
             known.add(opt)
 
-        torch.optim.Optimizer.__init__ = init  # type: ignore[method-assign]
+        torch.optim.Optimizer.__init__ = init  # type: ignore[method-assign, assignment]
 
     def _trained(self, module: torch.nn.Module) -> bool:
         """Whether the training updates this module: an optimizer holds some of its parameters

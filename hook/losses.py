@@ -78,7 +78,7 @@ class LossTap:
                 tap._scaled = (scaled, outputs)
             return scaled
 
-        scaler.scale = scale_loss  # type: ignore[method-assign]
+        scaler.scale = scale_loss  # type: ignore[method-assign, assignment]
 
     def uninstall(self) -> None:
         if self._backward is not None:

@@ -2,7 +2,7 @@
 config classifies synthetic token sequences. Run by tests/hook/test_frameworks.py under `sdlocal run`.
 
 --case healthy: learnable labels, AdamW; diverging: SGD with a huge learning rate and no clipping
-(the loss climbs); constant: one repeated example and lr 0 (the loss is exactly constant);
+(the loss climbs); constant: one repeated example, lr 0, no dropout (the loss is exactly constant);
 vanishing: weights initialized ~1e-9 (vanishing gradients). --smdebug-callback: the script's own
 smdebug TrainerCallback (create_from_json_file, register_module), as SageMaker's examples write.
 """
@@ -34,7 +34,9 @@ torch.manual_seed(0)
 VOCAB, LEN = 40, 8
 config = BertConfig(vocab_size=VOCAB, hidden_size=16, num_hidden_layers=1, num_attention_heads=2,
                     intermediate_size=32, max_position_embeddings=LEN, num_labels=2,
-                    initializer_range=1e-9 if args.case == "vanishing" else 0.02)
+                    initializer_range=1e-9 if args.case == "vanishing" else 0.02,
+                    hidden_dropout_prob=0.0 if args.case == "constant" else 0.1,
+                    attention_probs_dropout_prob=0.0 if args.case == "constant" else 0.1)
 model = BertForSequenceClassification(config)
 
 

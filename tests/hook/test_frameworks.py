@@ -77,7 +77,7 @@ def _losses(trial: Any, mode: ModeKeys) -> list[float]:
     return [float(loss.value(s, mode=mode)) for s in loss.steps(mode=mode)]
 
 
-LOSS_RULE = _rule("LossNotDecreasing", num_steps="2", diff_percent="0.0", increase_threshold_percent="5")
+LOSS_RULE = _rule("LossNotDecreasing", num_steps="2")  # diff_percent 0.1: an exactly constant loss fires
 
 
 def test_hugging_face_trainer_unchanged(tmp_path: Path, moto_server: str) -> None:

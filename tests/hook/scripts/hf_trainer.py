@@ -57,7 +57,7 @@ class Data(torch.utils.data.Dataset):
 
 
 callbacks = []
-if args.smdebug_callback == "true":
+if args.smdebug_callback.lower() == "true":  # the toolkit passes JSON true as "True"
     import smdebug.pytorch as smd
 
     class SmdebugCallback(TrainerCallback):

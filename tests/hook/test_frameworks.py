@@ -36,8 +36,8 @@ def _need(*modules: str) -> None:
 
 
 def _spec(tmp_path: Path, name: str, entry: str, hyper: dict[str, str], rules: list[dict[str, Any]],
-          tensorboard: bool = False) -> Path:
-    collections = [{"CollectionName": "losses"}, {"CollectionName": "gradients"}]
+          tensorboard: bool = False, *more: dict[str, Any]) -> Path:
+    collections = [{"CollectionName": "losses"}, {"CollectionName": "gradients"}, *more]
     spec: dict[str, Any] = {
         "EntryPoint": entry, "SourceDir": str(SCRIPTS), "HyperParameters": hyper,
         "DebugHookConfig": {"S3OutputPath": "s3://sdlocal/jobs", "HookParameters": {"save_interval": "1"},
@@ -95,7 +95,9 @@ def test_hugging_face_trainer_unchanged(tmp_path: Path, moto_server: str) -> Non
         f"hf-vanish-{tag}": _spec(tmp_path, "vanish", "hf_trainer.py", {"case": "vanishing", "max-steps": "6"},
                                   [_rule("VanishingGradient", threshold="1e-7")]),
         f"hf-own-{tag}": _spec(tmp_path, "own", "hf_trainer.py",
-                               {"max-steps": "6", "eval-steps": "3", "smdebug-callback": "true"}, []),
+                               {"max-steps": "6", "eval-steps": "3", "smdebug-callback": "true"}, [], False,
+                               {"CollectionName": "logits",
+                                "CollectionParameters": {"include_regex": "classifier_output_0"}}),
     }
     ok, up, flat, vanish, own = jobs
     verdicts = _run_all(tmp_path, moto_server, jobs)
@@ -146,6 +148,7 @@ def test_hugging_face_trainer_unchanged(tmp_path: Path, moto_server: str) -> Non
     assert trial.steps(mode=TRAIN) == list(range(6)) and trial.steps(mode=EVAL) == list(range(4))
     assert trial.steps(mode=ModeKeys.GLOBAL) == list(range(10))
     assert "loss_output_0" not in trial.tensor_names()
+    assert trial.tensor("classifier_output_0").steps(mode=EVAL) == list(range(4))
     grads = trial.tensor_names(collection="gradients")
     assert len(grads) > 20 and all(len(trial.tensor(g).steps()) == 6 for g in grads)
 

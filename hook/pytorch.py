@@ -53,6 +53,7 @@ from sdlocal.hook._serialize import (
 )
 from sdlocal.hook._step_record import StepRecord, write_record
 from sdlocal.hook._tensorboard import TensorBoardWriter
+from sdlocal.hook._unsaveable import skipped, unsaveable
 from sdlocal.hook.config import (
     SCALAR_COLLECTIONS,
     TRAIN_ONLY_COLLECTIONS,
@@ -131,6 +132,12 @@ class Hook:
         self._params: list[tuple[str, torch.nn.Parameter, int]] = []
         self._param_mask = 0
         self._model: torch.nn.Module | None = None
+        # Framework integrations (hook/frameworks): more modules watched (watch_module), TRAIN steps
+        # started by the trainer's loop (begin_step) and gradients read when final (final_gradients).
+        self._extra_models: list[tuple[torch.nn.Module, str]] = []
+        self._grad_params: list[tuple[str, torch.nn.Parameter, int]] = []
+        self.external_steps: frozenset[ModeKeys] = frozenset()
+        self.final_gradients_only = False
         self._loss_modules: list[torch.nn.Module] = []
         self._writer_started = False
         self._trial_writer: TrialWriter | None = None
@@ -190,6 +197,7 @@ class Hook:
         self._model = module
         self._model_name = module._get_name()
         self._step_handle = module.register_forward_pre_hook(self._on_step_start)
+        self._params, self._param_mask, self._grad_params = [], 0, []
         if self._write_enabled:
             self._records = records.for_config(self.config, self.out_dir, lambda: _distributed()[0])
             if self._records is not None:
@@ -207,9 +215,21 @@ class Hook:
         self._loss_modules.append(loss_module)
         self._attach_loss(loss_module)
 
-    def _attach_model(self, module: torch.nn.Module) -> None:
-        cls_name = module._get_name()
-        self._params, self._param_mask = [], 0
+    def watch_module(self, module: torch.nn.Module) -> None:
+        """Save another model's weights, gradients and outputs too (a GAN's second model); the
+        registered module still starts the steps. Names: `<Class>_...`, `<Class>_1_...` when two
+        watched modules share a class."""
+        if module is self._model or any(m is module for m, _ in self._extra_models):
+            return
+        names = {self._model_name, *(n for _, n in self._extra_models)}
+        name, i = module._get_name(), 1
+        while name in names:
+            name, i = f"{module._get_name()}_{i}", i + 1
+        self._extra_models.append((module, name))
+        self._attach_model(module, name)
+
+    def _attach_model(self, module: torch.nn.Module, cls_name: str | None = None) -> None:
+        cls_name = cls_name or module._get_name()
         for pname, param in module.named_parameters():
             tname = f"{cls_name}_{pname}"
             mask = self._mask_of(tname)
@@ -217,11 +237,16 @@ class Hook:
                 self._params.append((tname, param, mask))
                 self._param_mask |= mask
             if param.requires_grad:
-                on_grad = self._grad_hook(tname)
+                gmask = self._mask_of(GRADIENT_PREFIX + tname)
+                if gmask:
+                    self._grad_params.append((GRADIENT_PREFIX + tname, param, gmask))
+                on_grad = None if self.final_gradients_only else self._grad_hook(tname)
                 if on_grad is not None:
                     self._attach_handles.append(param.register_hook(on_grad))
+        # a watched module's submodules: `<Class>.<path>` (the registered model's: `<path>`, as smdebug)
+        prefix = "" if module is self._model else cls_name + "."
         for path, sub in module.named_modules():
-            on_forward = self._forward_hook_for(sub, path or cls_name, top=sub is module)
+            on_forward = self._forward_hook_for(sub, prefix + path if path else cls_name, top=sub is module)
             if on_forward is not None:
                 self._attach_handles.append(sub.register_forward_hook(on_forward))
 
@@ -243,8 +268,11 @@ class Hook:
         for h in self._attach_handles:
             h.remove()
         self._attach_handles = []
+        self._params, self._param_mask, self._grad_params = [], 0, []
         if self._model is not None:
             self._attach_model(self._model)
+        for extra, name in self._extra_models:
+            self._attach_model(extra, name)
         for loss in self._loss_modules:
             self._attach_loss(loss)
 
@@ -275,13 +303,22 @@ class Hook:
     def _on_step_start(self, module: torch.nn.Module, inputs: Any) -> None:
         if self._closed:
             return
+        mode = self._explicit_mode
+        if mode is None:
+            mode = ModeKeys.TRAIN if module.training else ModeKeys.EVAL
+        if mode in self.external_steps:
+            return  # a trainer's loop starts these steps (begin_step)
+        self.begin_step(mode)
+
+    def begin_step(self, mode: ModeKeys) -> None:
+        """Start a step of `mode` (what the model's forward does, unless a framework integration
+        drives this mode's steps from its trainer's loop: hook/frameworks)."""
+        if self._closed:
+            return
         if self._pending:
             self._end_step()
         if self._io_counts:
             self._io_counts = {}
-        mode = self._explicit_mode
-        if mode is None:
-            mode = ModeKeys.TRAIN if module.training else ModeKeys.EVAL
         self.step += 1
         self._started = True
         self.mode = mode
@@ -308,6 +345,23 @@ class Hook:
                 if mask & active:
                     self._record(tname, param, mask & active)
 
+    def pause(self) -> None:
+        """Save nothing until the next step (a trainer's sanity check): the pending step is written."""
+        if self._pending:
+            self._end_step()
+        self._active = 0
+
+    def save_final_gradients(self) -> None:
+        """Save the gradients as they are now (`param.grad`: accumulated, unscaled, clipped), when
+        this step saves gradients; for a trainer's callback right before its optimizer step."""
+        active = self._active
+        if not active or self._closed:
+            return
+        for gname, param, gmask in self._grad_params:
+            hit = gmask & active
+            if hit and param.grad is not None:
+                self._record(gname, param.grad, hit)
+
     # ------------------------------------------------------------------ torch callbacks
     def _make_grad_hook(self, gname: str, gmask: int) -> Callable[[torch.Tensor], None]:
         def on_grad(grad: torch.Tensor) -> None:
@@ -332,6 +386,8 @@ class Hook:
             idx = self._io_counts.get(prefix, 0)
             self._io_counts[prefix] = idx + 1
             name = prefix + str(idx)
+            if unsaveable(name, value):
+                return
             bits = self._mask_of(name) | extra
             if image_bit and idx == 0 and value.dim() == 4:
                 bits |= image_bit
@@ -368,7 +424,14 @@ class Hook:
 
     def _record(self, name: str, tensor: torch.Tensor, mask: int) -> None:
         # A snapshot (the optimizer updates weights in place): hook._copier.
-        self._put(name, self._saver.snapshot(tensor), mask)
+        if unsaveable(name, tensor):
+            return
+        try:
+            snap = self._saver.snapshot(tensor)
+        except (RuntimeError, TypeError, NotImplementedError) as e:  # an exotic tensor subclass
+            skipped(name, f"a {type(tensor).__name__} that cannot be copied ({str(e).splitlines()[0][:120]})")
+            return
+        self._put(name, snap, mask)
 
     def _snapshot(self, value: Any) -> Snapshot:
         """A private copy of a tensor (or numpy data, taken as it is) for the pending step."""

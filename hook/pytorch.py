@@ -308,9 +308,9 @@ class Hook:
             mode = ModeKeys.TRAIN if module.training else ModeKeys.EVAL
         if mode in self.external_steps:
             return  # a trainer's loop starts these steps (begin_step)
-        self.begin_step(mode)
+        self.begin_step(mode, module, inputs)
 
-    def begin_step(self, mode: ModeKeys) -> None:
+    def begin_step(self, mode: ModeKeys, module: torch.nn.Module | None = None, inputs: Any = None) -> None:
         """Start a step of `mode` (what the model's forward does, unless a framework integration
         drives this mode's steps from its trainer's loop: hook/frameworks)."""
         if self._closed:
@@ -337,8 +337,9 @@ class Hook:
                 active |= bit
         self._active = active
         self._steps.step(active)
-        if self._records is not None:
-            self._records.on_step_start(self.step, mode, mode_step, module, inputs)
+        watched = module if module is not None else self._model
+        if self._records is not None and watched is not None:  # a trainer's step: no batch to fingerprint
+            self._records.on_step_start(self.step, mode, mode_step, watched, inputs)
         if active & self._param_mask:
             # Weights as they enter this step's forward (the optimizer later updates them in place).
             for tname, param, mask in self._params:

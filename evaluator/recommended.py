@@ -20,7 +20,16 @@ Overtraining (a VAE's and a GAN's validation/training losses are not one objecti
 ClassImbalance (a language model's next-token classes, a regression's targets), NLPSequenceRatio
 (padding shares are the data's), SimilarAcrossRuns (needs another trial), PoorWeightInitialization
 (its gradient spread threshold, 0.001, is absolute: a healthy language model's start with a
-2,000-token vocabulary has p95 - p5 of about 3e-4, the loss averaged over every token's logits).
+2,000-token vocabulary has p95 - p5 of about 3e-4, the loss averaged over every token's logits),
+GradientsNotReset (a DCGAN's generator backward runs through the discriminator after the
+discriminator's step and before its next zero_grad: the rule takes those gradients for stale ones)
+and RepeatedBatches (a DCGAN's discriminator sees the same fake batch twice per iteration, detached
+and not): both are attachable by name, and catch their faults in detection/realworld.
+
+A rule of the set that watches a kind of layer the model does not have (DeadRelu: ReLUs,
+SaturatedActivation: tanh/sigmoid, CheckInputImages: image inputs) ends Error "judged nothing: no
+tensor of collection 'relu_output' was saved ..." (evaluator/unjudged.py: no verdict without data);
+an Error is no alarm, and says which rules did not apply.
 """
 from __future__ import annotations
 
@@ -52,9 +61,7 @@ RECOMMENDED: tuple[RecommendedRule, ...] = (
     RecommendedRule("ReplicaDivergence", why="data-parallel replicas whose weights differ at the same step"),
     RecommendedRule("FrozenParametersChanged", why="parameters marked frozen that change all the same"),
     RecommendedRule("ParametersNotTraining", why="trainable weights no optimizer holds, or held and never changed"),
-    RecommendedRule("GradientsNotReset", why="gradients left from the last optimizer step (zero_grad missing)"),
     RecommendedRule("EvaluationMisuse", why="evaluation in training mode, a module built during evaluation"),
-    RecommendedRule("RepeatedBatches", why="the same batch again before the data cycled, or on two workers"),
 )
 
 

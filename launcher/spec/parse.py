@@ -294,6 +294,11 @@ def _hook(hook_req: Mapping[str, Any], debug_output: str, rules: tuple[RuleSpec,
                             max_entries=MAX_MAP_ENTRIES)
         entries.append(CollectionConfig(name, params))
     defaults = [c for r in rules if not r.is_custom for c in rule_default_collections(r.rule_to_invoke)]
+    # A built-in rule told which collections to judge (AllZero/TensorVariance `collection_names`)
+    # gets them saved too, at the hook's schedule: else it would see nothing of them (docs/rules.md)
+    named = {n.strip() for r in rules if not r.is_custom
+             for n in r.parameters.get("collection_names", "").split(",") if n.strip()}
+    defaults += [CollectionConfig(n, {}) for n in sorted(named - {c.name for c in defaults})]
     merged = merge_collections(entries, defaults, hook_params)
     check_hook_parameters(hook_params, entries, merged)
     return HookSpec(debug_output, hook_params, merged)

@@ -317,3 +317,18 @@ def test_rule_instance_type_is_kept_and_checked(src: Path) -> None:
     with pytest.raises(SpecError) as err:
         parse({"EntryPoint": "train.py", "DebugRuleConfigurations": [{**rule, "InstanceType": "big"}]}, src)
     assert err.value.field == "DebugRuleConfigurations[0].InstanceType"
+
+
+def test_a_built_in_rules_collection_names_are_saved(src: Path) -> None:
+    # AllZero has no default collection: told to judge weights and gradients, the hook must save them
+    # (before, the job saved losses only and the rule judged nothing)
+    req = {"EntryPoint": "train.py", "DebugRuleConfigurations": [
+        {"RuleConfigurationName": "AllZero", "RuleParameters": {"rule_to_invoke": "AllZero",
+                                                                 "collection_names": "weights, gradients"}}]}
+    colls = {c.name: dict(c.parameters) for c in parse(req, src).hook.collections}
+    assert {"weights", "gradients"} <= set(colls)
+    (src / "mine.py").write_text("from smdebug.rules.rule import Rule\n\nclass Mine(Rule):\n    pass\n")
+    custom = {"EntryPoint": "train.py", "DebugRuleConfigurations": [
+        {"RuleConfigurationName": "Mine", "RuleParameters": {"source_s3_uri": "mine.py", "rule_to_invoke": "Mine",
+                                                             "collection_names": "weights"}}]}
+    assert "weights" not in {c.name for c in parse(custom, src).hook.collections}  # a custom rule's own business

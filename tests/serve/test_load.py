@@ -19,7 +19,9 @@ import pytest
 from sdlocal.launcher.serve.control import read_state
 from tests.serve.conftest import parse_exports, sdlocal
 
-pytestmark = pytest.mark.slow
+# serial: scripts/test runs it alone after the parallel suite (its latency bound is serve's, not the
+# machine's while other tests train)
+pytestmark = [pytest.mark.slow, pytest.mark.serial]
 
 JOBS = 20
 LIMIT = 4

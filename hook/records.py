@@ -54,7 +54,7 @@ def fingerprint(value: Any) -> str | None:
     if sample.dtype == torch.bool:
         sample = sample.to(torch.uint8)
     h = hashlib.blake2b(repr(tuple(value.shape)).encode(), digest_size=8)
-    h.update(memoryview(sample.view(torch.uint8).numpy()))
+    h.update(sample.view(torch.uint8).numpy().tobytes())  # a few hundred bytes
     return h.hexdigest()
 
 

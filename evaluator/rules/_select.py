@@ -73,11 +73,14 @@ def value_or_none(tensor: Any, step: int) -> np.ndarray | None:
         return None
 
 
+_SHAPE_ERRORS: tuple[type[Exception], ...] = (*MISSING_DATA_ERRORS, ShapeUnavailableForStep)
+
+
 def ndim_or_none(tensor: Any, step: int) -> int | None:
     """The number of dimensions of the tensor at global `step`, or None when the trial cannot tell."""
     try:
         return len(tensor.shape(step))
-    except (*MISSING_DATA_ERRORS, ShapeUnavailableForStep):
+    except _SHAPE_ERRORS:
         return None
 
 

@@ -2,6 +2,7 @@
 runs through launcher/job/run.py, the path `sdlocal serve` takes too)."""
 from __future__ import annotations
 
+import sys
 import threading
 from pathlib import Path
 from typing import Any
@@ -141,7 +142,7 @@ def run(ctx: click.Context, spec_file: Path | None, entry_point: str | None, sou
 
         live = LiveOutput([(host, job_dir.training_log(host)) for host in spec.hosts], job_dir.tensors,
                           write=lambda text: click.echo(text, nl=False, err=True),
-                          terminal=click.get_text_stream("stderr").isatty())
+                          terminal=sys.stderr.isatty())
         echo = live.echo
         live.start()
     try:

@@ -72,16 +72,15 @@ def job_prefixes(name: str, record: dict[str, Any]) -> tuple[tuple[str, str], ..
 
 
 def _read_job(folder: Path, now: float) -> StoredJob | None:
-    import json
+    from sdlocal.launcher.errors import JobError
+    from sdlocal.launcher.job.record import read_record
 
     job_dir = JobDir(folder)
     if not folder.is_dir() or not job_dir.made_by_sdlocal():
         return None
     try:
-        record = json.loads(job_dir.record.read_text())
-        if not isinstance(record, dict):
-            record = {}
-    except (OSError, ValueError):
+        record = read_record(folder) or {}
+    except JobError:  # a corrupt record: the folder is still the job's, its objects unknown
         record = {}
     changed = max((p.stat().st_mtime for p in (folder, job_dir.record) if p.exists()), default=now)
     return StoredJob(folder.name, folder, max(0.0, now - changed), record.get("S3EndpointSource"),

@@ -296,8 +296,12 @@ def _hook(hook_req: Mapping[str, Any], debug_output: str, rules: tuple[RuleSpec,
     defaults = [c for r in rules if not r.is_custom for c in rule_default_collections(r.rule_to_invoke)]
     # A built-in rule told which collections to judge (AllZero/TensorVariance `collection_names`)
     # gets them saved too, at the hook's schedule: else it would see nothing of them (docs/rules.md)
+    # (built-in collections only: another name has no regex to save it by, and the rule says it judged nothing)
+    from sdlocal.hook.config import BUILTIN_REGEX, OPTIONAL_REGEX
+
     named = {n.strip() for r in rules if not r.is_custom
              for n in r.parameters.get("collection_names", "").split(",") if n.strip()}
+    named &= set(BUILTIN_REGEX) | set(OPTIONAL_REGEX)
     defaults += [CollectionConfig(n, {}) for n in sorted(named - {c.name for c in defaults})]
     merged = merge_collections(entries, defaults, hook_params)
     check_hook_parameters(hook_params, entries, merged)

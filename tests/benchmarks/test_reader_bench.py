@@ -42,7 +42,7 @@ def test_quick_run_of_our_side_against_a_baseline_checkout(tmp_path: Path) -> No
     results = _run_quick(tmp_path, "--no-smdebug", "--baseline-root", str(REPO_ROOT))
     runs = results["runs"]
     assert {(r["workload"], r["writer"], r["variant"]) for r in runs} == {
-        (w, "ours", v) for w in ("small", "large") for v in ("ours", "ours-baseline")}
+        (w, "ours", v) for w in ("small", "large") for v in ("ours", "facade", "ours-baseline")}
     for run in runs:
         assert run["values"] == _expected(run["workload"])
         assert run["slept_s"] == 0.0 and run["read_s"] == run["total_s"] > 0
@@ -57,9 +57,9 @@ def test_quick_run_of_our_side_against_a_baseline_checkout(tmp_path: Path) -> No
 def test_quick_run_side_by_side_with_smdebug(tmp_path: Path, smdebug_python: Path) -> None:
     results = _run_quick(tmp_path, "--smdebug-python", str(smdebug_python))
     runs = results["runs"]
-    # both readers read both writers' trials of both workloads
+    # every reader (ours, ours through smdebug's API, smdebug's) read both writers' trials of both workloads
     assert {(r["workload"], r["writer"], r["variant"]) for r in runs} == {
-        (w, wr, v) for w in ("small", "large") for wr in ("ours", "smdebug") for v in ("ours", "smdebug")}
+        (w, wr, v) for w in ("small", "large") for wr in ("ours", "smdebug") for v in ("ours", "facade", "smdebug")}
     for run in runs:
         assert run["values"] == _expected(run["workload"])
         if run["variant"] == "smdebug":

@@ -114,7 +114,9 @@ def test_objects_are_not_held_in_memory(tmp_path: Path) -> None:
         for i in range(30):
             assert client.get_object(Bucket=BUCKET, Key=f"jobs/j/{i}")["Body"].read() == body
         grown = _rss_mib(disk.proc.pid) - before
-        assert grown < 60, f"the server's memory grew by {grown:.0f} MiB for 120 MiB stored"
+        # objects held in memory would add at least the 120 MiB (moto keeps every body); allocator
+        # slack under load measured up to 64 MiB
+        assert grown < 96, f"the server's memory grew by {grown:.0f} MiB for 120 MiB stored"
         stored = DiskStore(tmp_path / "data").usage(BUCKET, "jobs/j/")
         assert (stored.objects, stored.bytes) == (30, 120 * 1024 * 1024)
     finally:

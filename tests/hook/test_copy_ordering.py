@@ -105,6 +105,18 @@ class ThroughDevice(HostCopier):
         return self._cuda_copier().snapshot(t, tuple(t.shape), t.numel() * t.element_size())
 
 
+class SignallingCondition(threading.Condition):
+    """A condition that says when a thread starts waiting on it (the budget's wait for room)."""
+
+    def __init__(self, waiting: threading.Event) -> None:
+        super().__init__()
+        self.waiting = waiting
+
+    def wait(self, timeout: float | None = None) -> bool:
+        self.waiting.set()
+        return super().wait(timeout)
+
+
 def test_the_copy_reads_the_snapshot_not_the_tensor_the_optimizer_changed() -> None:
     ops = FakeOps()
     copier = CudaCopier(ByteBudget(1 << 20), ops)
@@ -136,8 +148,12 @@ def test_device_copies_are_dropped_once_copied_and_unwaited_buffers_are_not_pool
 def test_whole_training_through_the_device_path_saves_the_steps_values(tmp_path: Path) -> None:
     out = tmp_path / "t"
     limit = 150_000
+    # the writer holds its first step until the training waits for room: the budget's wait is
+    # then certain, whatever the machine's load (a fixed delay raced the training on a busy CI)
+    someone_waits = threading.Event()
     hook = Hook(wl.config(out, 1), save_options=SaveOptions(queue_bytes=limit),
-                trial_writer=lambda root, worker: SlowWriter(root, worker, delay=0.02))
+                trial_writer=lambda root, worker: SlowWriter(root, worker, delay=0.02, gate=someone_waits))
+    hook._saver.budget._cond = SignallingCondition(someone_waits)
     ops = FakeOps()
     hook._saver._copier = ThroughDevice(hook._saver.budget, cuda=CudaCopier(hook._saver.budget, ops))
     by_hand = wl.train(hook, 10)

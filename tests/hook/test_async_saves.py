@@ -32,18 +32,37 @@ class SlowWriter(TrialWriter):
     """Storage that takes `delay` seconds per step file (a slow disk), counting the steps."""
 
     def __init__(self, root: str | Path, worker: str = "worker_0", delay: float = 0.0,
-                 gate: threading.Event | None = None) -> None:
+                 gate: threading.Event | None = None, gate_every_step: float | None = None) -> None:
+        """`gate`: the first step waits until it is set (up to 60 s); with `gate_every_step`, every
+        step waits for it (up to that many seconds: the last steps, written after the training
+        ended, then go through) and clears it."""
         super().__init__(root, worker)
         self.delay = delay
         self.gate = gate
+        self.gate_every_step = gate_every_step
         self.steps_written = 0
 
     def write_step(self, *args: Any, **kwargs: Any) -> Path | None:
         if self.gate is not None:
-            self.gate.wait(60)
+            self.gate.wait(60 if self.gate_every_step is None else self.gate_every_step)
+            if self.gate_every_step is not None:
+                self.gate.clear()
         time.sleep(self.delay)
         self.steps_written += 1
         return super().write_step(*args, **kwargs)
+
+
+class SignallingCondition(threading.Condition):
+    """A condition that says when a thread starts waiting on it: put in place of a hook's
+    budget condition, it tells a test writer that the training waits for room."""
+
+    def __init__(self, waiting: threading.Event) -> None:
+        super().__init__()
+        self.waiting = waiting
+
+    def wait(self, timeout: float | None = None) -> bool:
+        self.waiting.set()
+        return super().wait(timeout)
 
 
 def _run(out: Path, interval: int, steps: int, options: SaveOptions | None = None,
@@ -119,8 +138,14 @@ def test_memory_stays_within_the_byte_limit_when_the_writer_is_slow(tmp_path: Pa
     step = _step_bytes(tmp_path / "sync", 1)
     limit = 3 * step + step // 2
     caplog.set_level(logging.INFO, logger="sdlocal.hook")
-    hook, by_hand = _run(tmp_path / "slow", 1, 30, SaveOptions(queue_bytes=limit),
-                         lambda root, worker: SlowWriter(root, worker, delay=0.03))
+    # the writer writes a step only once the training waits for room (or 0.5 s passed): slower
+    # than the training whatever the machine's load, so the bound is what holds the queue
+    training_waits = threading.Event()
+    hook = Hook(wl.config(tmp_path / "slow", 1), save_options=SaveOptions(queue_bytes=limit),
+                trial_writer=lambda root, worker: SlowWriter(root, worker, delay=0.03, gate=training_waits,
+                                                             gate_every_step=0.5))
+    hook._saver.budget._cond = SignallingCondition(training_waits)
+    by_hand = wl.train(hook, 30)
     stats = hook._saver.stats()
     assert stats.high_water <= limit
     assert stats.high_water > 2 * step  # the queue did fill up: the bound was what held it

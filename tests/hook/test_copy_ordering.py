@@ -22,7 +22,7 @@ from sdlocal.hook.pytorch import Hook
 from sdlocal.trial import create_trial
 from sdlocal.trial.modes import ModeKeys
 from tests.hook import _saves_workload as wl
-from tests.hook.test_async_saves import SlowWriter
+from tests.hook.test_async_saves import SignallingCondition, SlowWriter
 
 
 class FakeEvent:
@@ -103,18 +103,6 @@ class ThroughDevice(HostCopier):
     def snapshot(self, tensor: torch.Tensor) -> Snapshot:
         t = tensor.detach()
         return self._cuda_copier().snapshot(t, tuple(t.shape), t.numel() * t.element_size())
-
-
-class SignallingCondition(threading.Condition):
-    """A condition that says when a thread starts waiting on it (the budget's wait for room)."""
-
-    def __init__(self, waiting: threading.Event) -> None:
-        super().__init__()
-        self.waiting = waiting
-
-    def wait(self, timeout: float | None = None) -> bool:
-        self.waiting.set()
-        return super().wait(timeout)
 
 
 def test_the_copy_reads_the_snapshot_not_the_tensor_the_optimizer_changed() -> None:

@@ -71,6 +71,18 @@ def _run(out: Path, interval: int, steps: int, options: SaveOptions | None = Non
     return hook, wl.train(hook, steps)
 
 
+def _run_behind(out: Path, steps: int, limit: int, delay: float) -> tuple[Hook, dict[str, dict[int, np.ndarray]]]:
+    """A training at save_interval 1 whose writer writes a step only once the training waits for
+    room (or 0.5 s passed: the last steps, after the training): slower than the training whatever
+    the machine's load (a fixed delay alone lost that race on a loaded machine)."""
+    training_waits = threading.Event()
+    hook = Hook(wl.config(out, 1), save_options=SaveOptions(queue_bytes=limit),
+                trial_writer=lambda root, worker: SlowWriter(root, worker, delay=delay, gate=training_waits,
+                                                             gate_every_step=0.5))
+    hook._saver.budget._cond = SignallingCondition(training_waits)
+    return hook, wl.train(hook, steps)
+
+
 def _step_bytes(path: Path, step: int) -> int:
     """Bytes of the raw values the hook snapshots at one step (read back from a trial)."""
     tr = create_trial(path)
@@ -103,8 +115,7 @@ def test_async_values_are_bit_identical_to_the_synchronous_path(tmp_path: Path, 
 def test_values_are_those_of_the_step_although_the_optimizer_changes_them_in_place(tmp_path: Path) -> None:
     # a slow writer and a small queue: buffers are reused while older steps wait to be written
     out = tmp_path / "t"
-    hook, by_hand = _run(out, 1, 12, SaveOptions(queue_bytes=150_000),  # about 3 steps
-                         lambda root, worker: SlowWriter(root, worker, delay=0.05))
+    hook, by_hand = _run_behind(out, 12, 150_000, delay=0.05)  # about 3 steps
     assert hook._saver.stats().waits > 0  # the pool's buffers were taken again while the writer lagged
     tr = create_trial(out)
     for name, by_step in by_hand.items():
@@ -138,14 +149,7 @@ def test_memory_stays_within_the_byte_limit_when_the_writer_is_slow(tmp_path: Pa
     step = _step_bytes(tmp_path / "sync", 1)
     limit = 3 * step + step // 2
     caplog.set_level(logging.INFO, logger="sdlocal.hook")
-    # the writer writes a step only once the training waits for room (or 0.5 s passed): slower
-    # than the training whatever the machine's load, so the bound is what holds the queue
-    training_waits = threading.Event()
-    hook = Hook(wl.config(tmp_path / "slow", 1), save_options=SaveOptions(queue_bytes=limit),
-                trial_writer=lambda root, worker: SlowWriter(root, worker, delay=0.03, gate=training_waits,
-                                                             gate_every_step=0.5))
-    hook._saver.budget._cond = SignallingCondition(training_waits)
-    by_hand = wl.train(hook, 30)
+    hook, by_hand = _run_behind(tmp_path / "slow", 30, limit, delay=0.03)
     stats = hook._saver.stats()
     assert stats.high_water <= limit
     assert stats.high_water > 2 * step  # the queue did fill up: the bound was what held it

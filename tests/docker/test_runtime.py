@@ -20,6 +20,7 @@ import pytest
 from sdlocal.launcher.runtime import RuleLaunch
 from sdlocal.launcher.runtime.docker import DockerRuntime
 from sdlocal.launcher.runtime.docker_config import host_resources
+from tests.helpers import start_sdlocal
 
 REPO = Path(__file__).resolve().parents[2]
 pytestmark = pytest.mark.docker
@@ -27,11 +28,9 @@ STEPS = "20"
 
 
 def sdlocal(args: list[str], home: Path, moto_server: str, *, runtime: str = "docker") -> subprocess.Popen[str]:
-    env = {**os.environ, "SDLOCAL_HOME": str(home)}
-    env.pop("AWS_ENDPOINT_URL_S3", None)
-    cmd = [sys.executable, "-m", "sdlocal", *args, "--runtime", runtime, "--s3-endpoint-url", moto_server, "--json",
-           "--work-dir", str(home / "jobs" / args[args.index("--job-name") + 1])]
-    return subprocess.Popen(cmd, cwd=REPO, env=env, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
+    return start_sdlocal(*args, "--runtime", runtime, "--s3-endpoint-url", moto_server, "--json",
+                         "--work-dir", str(home / "jobs" / args[args.index("--job-name") + 1]),
+                         home=home, runtime=None)
 
 
 def finish(proc: subprocess.Popen[str], timeout: float = 240) -> tuple[int, list[dict[str, Any]], str]:

@@ -13,6 +13,8 @@ from typing import Any
 
 import yaml
 
+from tests.helpers import s3_keys
+
 SCRIPT_DIR = Path(__file__).parent / "data" / "ddp_script"
 FINAL = {"IssuesFound", "NoIssuesFound", "Error", "Stopped"}
 RULES = ["LossNotDecreasing", "LowGPUUtilization", "ProfilerReport"]
@@ -43,8 +45,7 @@ def spec_file(tmp_path: Path, job: str, **kwargs: Any) -> Path:
 
 
 def keys(s3_client: Any, bucket: str, prefix: str) -> list[str]:
-    pages = s3_client.get_paginator("list_objects_v2").paginate(Bucket=bucket, Prefix=prefix)
-    return [o["Key"][len(prefix):] for page in pages for o in page.get("Contents", [])]
+    return s3_keys(s3_client, bucket, prefix, relative=True)
 
 
 def tarball(s3_client: Any, bucket: str, key: str) -> dict[str, bytes]:

@@ -7,12 +7,13 @@ import io
 import json
 import os
 import subprocess
-import sys
 import tarfile
 from pathlib import Path
 from typing import Any
 
 import yaml
+
+from tests.helpers import run_sdlocal
 
 REPO = Path(__file__).resolve().parents[2]
 SCRIPT_DIR = Path(__file__).parent / "data" / "sm_script"
@@ -57,10 +58,8 @@ def make_job(tmp_path: Path, s3_client: Any, bucket: str, job: str, **extra: Any
 
 def sdlocal(args: list[str], home: Path, moto_server: str, runtime: str = "process",
             timeout: float = 400) -> subprocess.CompletedProcess[str]:
-    env = {**os.environ, "SDLOCAL_HOME": str(home), "SDLOCAL_RUNTIME": runtime}
-    env.pop("AWS_ENDPOINT_URL_S3", None)
-    return subprocess.run([sys.executable, "-m", "sdlocal", *args, "--s3-endpoint-url", moto_server, "--json"],
-                          cwd=REPO, env=env, capture_output=True, text=True, timeout=timeout)
+    return run_sdlocal(*args, "--s3-endpoint-url", moto_server, "--json", home=home, runtime=runtime,
+                       timeout=timeout)
 
 
 def read_tarball(s3_client: Any, bucket: str, key: str) -> dict[str, bytes]:

@@ -8,13 +8,13 @@ import json
 import os
 import shutil
 import subprocess
-import sys
 import uuid
 from pathlib import Path
 from typing import Any
 
 import pytest
 
+from tests.helpers import run_sdlocal
 from tests.launcher._procs import gone
 
 REPO = Path(__file__).resolve().parents[2]
@@ -23,17 +23,12 @@ EXAMPLES = REPO / "examples"
 
 def sdlocal(args: list[str], home: Path, *, endpoint: str | None, cwd: Path, env: dict[str, str] | None = None,
             timeout: float = 180) -> subprocess.CompletedProcess[str]:
-    base = {k: v for k, v in os.environ.items() if not k.startswith(("AWS_", "SDLOCAL_"))}
-    base.update({"SDLOCAL_HOME": str(home), "SDLOCAL_RUNTIME": "process"})
-    if env is None:
-        base.update({"AWS_ACCESS_KEY_ID": "testing", "AWS_SECRET_ACCESS_KEY": "testing",
-                     "AWS_DEFAULT_REGION": "us-east-1"})
-    else:
-        base.update(env)
+    clean = {k: v for k, v in os.environ.items() if not k.startswith(("AWS_", "SDLOCAL_"))}
+    extra = dict(env) if env is not None else {"AWS_ACCESS_KEY_ID": "testing", "AWS_SECRET_ACCESS_KEY": "testing",
+                                               "AWS_DEFAULT_REGION": "us-east-1"}
     if endpoint:  # never the embedded S3 server: it would outlive the test by design
-        base["AWS_ENDPOINT_URL_S3"] = endpoint
-    return subprocess.run([sys.executable, "-m", "sdlocal", *args], cwd=cwd, env=base, capture_output=True,
-                          text=True, timeout=timeout)
+        extra["AWS_ENDPOINT_URL_S3"] = endpoint
+    return run_sdlocal(*args, home=home, cwd=cwd, base=clean, env=extra, timeout=timeout)
 
 
 def processes_of(home: Path) -> list[int]:

@@ -17,6 +17,7 @@ from typing import Any
 import pytest
 
 from tests.conftest import missing
+from tests.helpers import run_sdlocal
 from tests.launcher import _distjob as dj
 from tests.launcher._smjob import sdlocal
 from tests.launcher.test_e2e import REPO, job_pids, wait_for_text
@@ -27,8 +28,7 @@ RANKS = {0: "algo-1", 1: "algo-1", 2: "algo-2", 3: "algo-2"}
 
 def cli(home: Path, *args: str) -> subprocess.CompletedProcess[str]:
     """A command that takes no S3 endpoint (`logs`)."""
-    return subprocess.run([sys.executable, "-m", "sdlocal", *args], cwd=REPO, capture_output=True, text=True,
-                          env={**os.environ, "SDLOCAL_HOME": str(home)}, timeout=60)
+    return run_sdlocal(*args, home=home, runtime=None, timeout=60)
 
 
 def run(tmp_path: Path, moto_server: str, job: str, *extra: str, **kwargs: Any) -> subprocess.CompletedProcess[str]:

@@ -6,7 +6,6 @@ import json
 import os
 import signal
 import subprocess
-import sys
 import time
 import uuid
 from pathlib import Path
@@ -14,16 +13,15 @@ from typing import Any
 
 import pytest
 
+from tests.helpers import start_sdlocal
+
 REPO = Path(__file__).resolve().parents[2]
 pytestmark = pytest.mark.slow
 FINAL = {"IssuesFound", "NoIssuesFound", "Error", "Stopped"}
 
 
 def sdlocal(args: list[str], home: Path, moto_server: str) -> subprocess.Popen[str]:
-    env = {**os.environ, "SDLOCAL_HOME": str(home)}
-    env.pop("AWS_ENDPOINT_URL_S3", None)
-    return subprocess.Popen([sys.executable, "-m", "sdlocal", *args, "--s3-endpoint-url", moto_server, "--json"],
-                            cwd=REPO, env=env, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
+    return start_sdlocal(*args, "--s3-endpoint-url", moto_server, "--json", home=home, runtime=None)
 
 
 def job_pids(job: str) -> list[int]:

@@ -18,6 +18,7 @@ from typing import Any
 import pytest
 
 from tests.chromium import RenderedPage, render_page
+from tests.helpers import s3_keys
 from tests.launcher.test_e2e import REPO, job_pids, sdlocal
 
 pytestmark = pytest.mark.slow
@@ -59,8 +60,7 @@ def sdk_request(report_name: str) -> dict[str, Any]:
 
 
 def keys(s3_client: Any, prefix: str) -> list[str]:
-    pages = s3_client.get_paginator("list_objects_v2").paginate(Bucket="sdlocal", Prefix=prefix)
-    return [o["Key"][len(prefix):] for page in pages for o in page.get("Contents", [])]
+    return s3_keys(s3_client, "sdlocal", prefix, relative=True)
 
 
 def read_json(s3_client: Any, key: str) -> Any:

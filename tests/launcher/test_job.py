@@ -19,6 +19,7 @@ from sdlocal.launcher.jobdir.folder import JobDir
 from sdlocal.launcher.runtime import ProcessRuntime
 from sdlocal.launcher.s3.endpoint import S3Endpoint
 from sdlocal.launcher.spec.model import JobSpec
+from tests.helpers import s3_keys
 from tests.launcher._procs import gone
 
 STAND_IN = r'''
@@ -95,7 +96,7 @@ def run(spec: JobSpec, tmp_path: Path, runtime: str, moto_server: str, s3_client
 
 
 def keys(s3_client: Any, bucket: str) -> list[str]:
-    return sorted(o["Key"] for o in s3_client.list_objects_v2(Bucket=bucket).get("Contents", []))
+    return s3_keys(s3_client, bucket)
 
 
 def statuses(result: Any) -> dict[str, tuple[str, str]]:

@@ -15,11 +15,11 @@ from sdlocal.launcher.upload.uploader import Uploader, UploadTarget, write_end_m
 from sdlocal.trial.collection import Collection
 from sdlocal.trial.storage import S3Storage
 from sdlocal.trial.writer import TrialWriter
+from tests.helpers import s3_keys
 
 
 def keys(client: Any, bucket: str, prefix: str = "") -> list[str]:
-    resp = client.list_objects_v2(Bucket=bucket, Prefix=prefix)
-    return sorted(o["Key"] for o in resp.get("Contents", []))
+    return s3_keys(client, bucket, prefix)
 
 
 def test_write_configs(tmp_path: Path) -> None:

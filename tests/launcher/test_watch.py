@@ -18,6 +18,7 @@ from sdlocal.launcher.upload.watch import TreeWatch
 from sdlocal.trial.storage import RetryPolicy, S3Storage
 from sdlocal.trial.storage._retry import OUTAGES
 from sdlocal.trial.writer import TrialWriter
+from tests.helpers import s3_keys
 
 SETTLE = 0.3  # folders quiet this long retire (5 s in a job): the tests wait in real time, as file times are real
 
@@ -151,8 +152,7 @@ def test_a_file_rewritten_in_place_goes_up_again(tmp_path: Path) -> None:
 
 
 def keys(client: Any, bucket: str, prefix: str) -> list[str]:
-    pages = client.get_paginator("list_objects_v2").paginate(Bucket=bucket, Prefix=prefix)
-    return sorted(o["Key"] for page in pages for o in page.get("Contents", []))
+    return s3_keys(client, bucket, prefix)
 
 
 def test_what_s3_lost_is_uploaded_again_in_order_with_markers_and_statuses(tmp_path: Path, s3_client: Any,

@@ -7,8 +7,6 @@ and SES mailboxes) and stop the job."""
 from __future__ import annotations
 
 import json
-import subprocess
-import sys
 import time
 import urllib.request
 import uuid
@@ -19,6 +17,7 @@ import pytest
 import yaml
 
 from sdlocal.evaluator.actions import RESULTS_KEY, SNS_TOPIC_NAME, STOP_TRAINING_KEY
+from tests.helpers import run_sdlocal, s3_keys
 from tests.localstack.conftest import aws_client
 
 REPO = Path(__file__).resolve().parents[2]
@@ -29,14 +28,12 @@ RULES = ["VanishingGradient", "ExplodingTensor", "LossNotDecreasing"]
 
 
 def sdlocal(args: list[str], env: dict[str, str], timeout: float = 400) -> tuple[int, str, str]:
-    proc = subprocess.run([sys.executable, "-m", "sdlocal", *args], cwd=REPO, env=env, capture_output=True,
-                          text=True, timeout=timeout)
+    proc = run_sdlocal(*args, home=None, runtime=None, base=env, timeout=timeout)
     return proc.returncode, proc.stdout, proc.stderr
 
 
 def keys(s3: Any, prefix: str) -> set[str]:
-    pages = s3.get_paginator("list_objects_v2").paginate(Bucket="sdlocal", Prefix=prefix)
-    return {o["Key"] for page in pages for o in page.get("Contents", [])}
+    return set(s3_keys(s3, "sdlocal", prefix))
 
 
 def verdicts_of(rows: list[dict[str, Any]]) -> list[tuple[str, str, str]]:

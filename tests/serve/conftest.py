@@ -4,7 +4,6 @@ from __future__ import annotations
 
 import os
 import subprocess
-import sys
 from collections.abc import Iterator
 from pathlib import Path
 
@@ -12,6 +11,7 @@ import pytest
 
 from tests.conftest import REPO_ROOT, missing
 from tests.docker.conftest import sdlocal_images  # noqa: F401 - a fixture (served_docker asks for it by name)
+from tests.helpers import run_sdlocal
 
 SAGEMAKER_PYTHON = Path(os.environ.get("SDLOCAL_SAGEMAKER_PYTHON",
                                        str(REPO_ROOT / ".venv-sagemaker" / "bin" / "python")))
@@ -26,11 +26,7 @@ def sagemaker_python() -> Path:
 
 
 def sdlocal(home: Path, *args: str, timeout: float = 120) -> subprocess.CompletedProcess[str]:
-    env = {**os.environ, "SDLOCAL_HOME": str(home), "SDLOCAL_RUNTIME": "process"}
-    for key in ("AWS_ENDPOINT_URL", "AWS_ENDPOINT_URL_S3"):
-        env.pop(key, None)
-    return subprocess.run([sys.executable, "-m", "sdlocal", *args], cwd=REPO_ROOT, env=env,
-                          capture_output=True, text=True, timeout=timeout)
+    return run_sdlocal(*args, home=home, timeout=timeout)
 
 
 def parse_exports(text: str) -> dict[str, str]:

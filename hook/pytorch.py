@@ -51,7 +51,6 @@ from sdlocal.hook._serialize import (
     StepJob,
     TensorBoardJob,
 )
-from sdlocal.hook._step_record import StepRecord, write_record
 from sdlocal.hook._tensorboard import TensorBoardWriter
 from sdlocal.hook._unsaveable import skipped, unsaveable
 from sdlocal.hook.config import (
@@ -63,6 +62,7 @@ from sdlocal.hook.config import (
     Reduction,
 )
 from sdlocal.hook.errors import HookError
+from sdlocal.hook.step_record import StepRecord, write_record
 from sdlocal.trial.collection import Collection
 from sdlocal.trial.modes import ModeKeys
 from sdlocal.trial.writer import TrialWriter

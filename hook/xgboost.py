@@ -34,10 +34,10 @@ import xgboost as xgb
 
 from sdlocal.hook import _current, _tensorboard
 from sdlocal.hook._job_paths import job_path
-from sdlocal.hook._step_record import write_record
 from sdlocal.hook._tensorboard import TensorBoardWriter
 from sdlocal.hook.config import HookConfig
 from sdlocal.hook.errors import HookConfigError, HookError
+from sdlocal.hook.step_record import write_record
 from sdlocal.trial.collection import Collection
 from sdlocal.trial.modes import ModeKeys
 from sdlocal.trial.writer import TrialWriter

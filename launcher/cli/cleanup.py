@@ -8,7 +8,7 @@ from typing import TYPE_CHECKING
 import click
 
 from sdlocal.launcher.cli import options
-from sdlocal.launcher.cli.s3 import _age, _size
+from sdlocal.launcher.cli.s3 import age_text, size_text
 
 if TYPE_CHECKING:
     from sdlocal.launcher.job.cleanup import Removed
@@ -51,8 +51,8 @@ def prune(older_than: str, dry_run: bool) -> None:
             kept += 1
         elif dry_run:
             usage = job_usage(store, job)
-            click.echo(f"would remove job {job.name} ({_age(job.age_s)} old): {job.folder}, "
-                       f"{usage.objects} object(s) ({_size(usage.bytes)}) in the embedded S3")
+            click.echo(f"would remove job {job.name} ({age_text(job.age_s)} old): {job.folder}, "
+                       f"{usage.objects} object(s) ({size_text(usage.bytes)}) in the embedded S3")
         else:
             _said(remove_job(home, job.name, store))
     if len(old) == kept:
@@ -70,6 +70,6 @@ def _home_and_store() -> tuple[Path, DiskStore]:
 
 def _said(removed: Removed) -> None:
     job = removed.job
-    where = (f"{removed.objects} object(s) ({_size(removed.bytes)}) from the embedded S3" if job.in_embedded_s3
+    where = (f"{removed.objects} object(s) ({size_text(removed.bytes)}) from the embedded S3" if job.in_embedded_s3
              else f"its objects in its S3 ({job.s3 or 'unknown'}) kept")
     click.echo(f"removed job {job.name}: {job.folder}, {where}")

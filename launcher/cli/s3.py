@@ -22,7 +22,7 @@ def s3_status() -> None:
     click.echo(f"running at {state.url} (pid {state.pid})" if state else "not running")
     usage = server.usage()
     click.echo(f"data: {server.data_dir} ({usage.buckets} bucket(s), {usage.objects} object(s), "
-               f"{_size(usage.bytes)}; kept across restarts)")
+               f"{size_text(usage.bytes)}; kept across restarts)")
     if usage.objects:
         _per_job(server.home, server.data_dir, usage.objects, usage.bytes)
 
@@ -35,15 +35,15 @@ def _per_job(home: Path, data_dir: Path, objects: int, size: int) -> None:
     store = DiskStore(data_dir)
     for bucket in store.buckets():
         held = store.usage(bucket["name"])
-        click.echo(f"  bucket {bucket['name']}: {held.objects} object(s), {_size(held.bytes)}")
+        click.echo(f"  bucket {bucket['name']}: {held.objects} object(s), {size_text(held.bytes)}")
     for job in stored_jobs(home):
         held = job_usage(store, job)
         if held.objects:
             objects, size = objects - held.objects, size - held.bytes
             where = ", ".join(f"s3://{b}/{p}" for b, p in job.prefixes)
-            click.echo(f"  job {job.name} ({_age(job.age_s)} old): {held.objects} object(s), {_size(held.bytes)} in {where}")
+            click.echo(f"  job {job.name} ({age_text(job.age_s)} old): {held.objects} object(s), {size_text(held.bytes)} in {where}")
     if objects > 0:
-        click.echo(f"  of no job in {home / 'jobs'}: {objects} object(s), {_size(max(size, 0))}")
+        click.echo(f"  of no job in {home / 'jobs'}: {objects} object(s), {size_text(max(size, 0))}")
     click.echo("  (`sdlocal jobs rm JOB` or `sdlocal jobs prune --older-than 7d` delete old jobs and their objects)")
 
 
@@ -66,14 +66,14 @@ def s3_stop(discard_data: bool) -> None:
         click.echo(f"its data stays in {server.data_dir}")
 
 
-def _age(seconds: float) -> str:
+def age_text(seconds: float) -> str:
     for unit, length in (("d", 86400), ("h", 3600), ("m", 60)):
         if seconds >= length:
             return f"{seconds / length:.1f}{unit}"
     return f"{seconds:.0f}s"
 
 
-def _size(n: int) -> str:
+def size_text(n: int) -> str:
     if n < 1000:
         return f"{n} bytes"
     scale, unit = max(x for x in ((1e3, "KB"), (1e6, "MB"), (1e9, "GB")) if n >= x[0])

@@ -3,7 +3,7 @@
 
 The SageMaker Python SDK writes each built-in rule's collection with `save_interval: "500"` into the
 request; a 50-step job then saves those collections at step 0 only, and a rule that compares steps
-has one step to judge and says NoIssuesFound. The hook's step record (hook/_step_record.py: steps
+has one step to judge and says NoIssuesFound. The hook's step record (hook/step_record.py: steps
 run, per collection the steps its schedule had it saved and the steps it saved a tensor of it at)
 tells how many steps the training ran; the trial alone cannot. Saved steps are counted, not
 scheduled ones: a `losses` collection scheduled at every step that never got a tensor (a loss the
@@ -20,7 +20,7 @@ from pathlib import Path
 from typing import Any
 
 from sdlocal.evaluator.params import parse_str_list
-from sdlocal.hook._step_record import RECORD_NAME
+from sdlocal.hook.step_record import RECORD_NAME
 from sdlocal.launcher.spec.collection_configs import CollectionConfig, rule_default_collections
 from sdlocal.launcher.spec.model import RuleSpec
 

@@ -14,7 +14,7 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
-from sdlocal.hook._step_record import RECORD_NAME
+from sdlocal.hook.step_record import RECORD_NAME
 from sdlocal.launcher.upload.watch import SETTLE_S, Change, TreeWatch
 from sdlocal.trial.storage import Storage, add_outage_listener
 from sdlocal.trial.writer import END_MARKER
@@ -35,7 +35,7 @@ def _rank(rel: str) -> int:
 
 def _not_uploaded(rel: str) -> bool:
     # the hook's own end marker (the platform writes it after all) and its step record (for the
-    # launcher only: hook/_step_record.py)
+    # launcher only: hook/step_record.py)
     return rel.rsplit("/", 1)[-1] in (END_MARKER, RECORD_NAME)
 
 

@@ -241,7 +241,7 @@ def assert_job_lands_in_s3(case: Case, job: str, tmp_path: Path, moto_server: st
     keys = download(s3_client, bucket, f"jobs/{job}/debug-output", tmp_path / "s3")
     assert "training_job_end.ts" in keys and not [k for k in keys if k.endswith(".tmp")]
     local = tmp_path / "home" / "jobs" / job / "output" / "tensors"
-    # every file but the hook's step record, which is for the launcher (hook/_step_record.py)
+    # every file but the hook's step record, which is for the launcher (hook/step_record.py)
     assert sorted(str(p.relative_to(local)) for p in local.rglob("*") if p.is_file() and p.name != ".sdlocal-steps.json") == keys
     landed = dump_ours(tmp_path / "s3")
     assert_same_trial(landed, dump_ours(tmp_path / "ref" / "job"))

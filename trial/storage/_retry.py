@@ -85,7 +85,7 @@ class RetryPolicy:
         return cls(total_s=total)
 
 
-def _error_code(err: BaseException) -> tuple[str, int | None]:
+def error_code(err: BaseException) -> tuple[str, int | None]:
     response = getattr(err, "response", None) or {}
     code = str(response.get("Error", {}).get("Code", ""))
     status = response.get("ResponseMetadata", {}).get("HTTPStatusCode")
@@ -127,7 +127,7 @@ def classify(err: BaseException) -> str:
         seen.add(id(current))
         if isinstance(current, never):
             return FATAL
-        code, status = _error_code(current)
+        code, status = error_code(current)
         if code == "NoSuchBucket":
             return MISSING_BUCKET
         if code or status:

@@ -11,13 +11,13 @@ import numpy as np
 
 from sdlocal.trial.errors import StorageError
 from sdlocal.trial.storage._base import Storage
-from sdlocal.trial.storage._retry import GaveUp, Retry, _error_code, client_config
+from sdlocal.trial.storage._retry import GaveUp, Retry, client_config, error_code
 
 T = TypeVar("T")
 
 
 def _is_missing(err: BaseException) -> bool:
-    code, status = _error_code(err)
+    code, status = error_code(err)
     return code in ("NoSuchKey", "404", "NotFound", "NoSuchBucket") or (not code and status == 404)
 
 
@@ -155,7 +155,7 @@ class S3Storage(Storage):
         try:
             self._run(lambda: self.client.put_object(**kwargs))
         except GaveUp as e:
-            if if_absent and _error_code(e.cause)[0] in ("PreconditionFailed", "ConditionalRequestConflict"):
+            if if_absent and error_code(e.cause)[0] in ("PreconditionFailed", "ConditionalRequestConflict"):
                 return
             raise self._fail(f"write {self.uri}/{key}", e) from e.cause
 
@@ -274,5 +274,5 @@ class S3Storage(Storage):
         try:
             self.client.create_bucket(**kwargs)
         except Exception as e:  # noqa: BLE001 - ours already (a restart racing us, another sdlocal)
-            if _error_code(e)[0] not in ("BucketAlreadyOwnedByYou", "BucketAlreadyExists"):
+            if error_code(e)[0] not in ("BucketAlreadyOwnedByYou", "BucketAlreadyExists"):
                 raise

@@ -123,7 +123,7 @@ def test_a_stop_stops_every_container(docker_client: Any, sdlocal_images: Any, m
     import subprocess
     import sys
 
-    from tests.launcher.test_e2e import REPO, wait_for_text
+    from tests.launcher.e2e.test_e2e import REPO, wait_for_text
 
     job = f"dk-dist-stop-{uuid.uuid4().hex[:6]}"
     path = spec(tmp_path, job, sdlocal_images, epochs="50", **{"step-seconds": "0.2"})

@@ -1,5 +1,5 @@
 """The profiler end to end under `sdlocal run --runtime docker` (issue 10, "Done when"): the docker
-twin of tests/launcher/test_e2e_profiler.py with the real evaluator image (no stand-in).
+twin of tests/launcher/e2e/test_e2e_profiler.py with the real evaluator image (no stand-in).
 
 (a) a job as the SDK builds it (default ProfilerConfig, ProfilerReport beside a Debugger rule):
     the training container sampled into profiler-output/system/, ProfilerReport's own evaluator
@@ -22,7 +22,7 @@ import pytest
 
 from tests.chromium import render_page
 from tests.docker.test_runtime import REPO, finish, leftovers, sdlocal
-from tests.launcher.test_e2e_profiler import (
+from tests.launcher.e2e.test_e2e_profiler import (
     FINAL_OK,
     PROFILER_RULES,
     check_page,

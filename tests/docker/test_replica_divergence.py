@@ -1,5 +1,5 @@
 """ReplicaDivergence on the docker runtime (issue 28): the 2-host job of
-tests/launcher/test_replica_divergence_e2e.py, one training container per host, include_workers one.
+tests/launcher/e2e/test_replica_divergence_e2e.py, one training container per host, include_workers one.
 Needs images built from a tree with the training records (hook/records.py) and the rule
 (SDLOCAL_TEST_TRAINING_IMAGE runs the training from another local image)."""
 from __future__ import annotations
@@ -14,7 +14,7 @@ import pytest
 import yaml
 
 from tests.launcher._smjob import sdlocal
-from tests.launcher.test_replica_divergence_e2e import request
+from tests.launcher.e2e.test_replica_divergence_e2e import request
 
 pytestmark = [pytest.mark.docker, pytest.mark.slow]
 

@@ -15,7 +15,7 @@ import pytest
 
 from tests.hook.test_requirements import make_wheel
 from tests.launcher._smjob import sdlocal
-from tests.launcher.test_requirements_e2e import requirements_job
+from tests.launcher.e2e.test_requirements_e2e import requirements_job
 
 pytestmark = [pytest.mark.docker, pytest.mark.slow]
 

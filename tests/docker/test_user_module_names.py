@@ -1,4 +1,4 @@
-"""The docker runtime's twin of tests/launcher/test_user_module_names.py: the training container
+"""The docker runtime's twin of tests/launcher/e2e/test_user_module_names.py: the training container
 runs the user's folder (trial.py, hook.py, evaluator.py, launcher.py, smdebug_rules.py beside the
 entry point) and the job gets its verdicts."""
 from __future__ import annotations
@@ -8,7 +8,7 @@ from pathlib import Path
 import pytest
 
 from tests.docker.conftest import SdlocalImages
-from tests.launcher.test_user_module_names import run_user_job, user_folder
+from tests.launcher.e2e.test_user_module_names import run_user_job, user_folder
 
 pytestmark = [pytest.mark.docker, pytest.mark.slow]
 

@@ -19,7 +19,7 @@ import yaml
 from sdlocal.trial import create_trial
 from sdlocal.trial.modes import ModeKeys
 from tests.conftest import missing
-from tests.launcher.test_e2e import sdlocal
+from tests.launcher.e2e.test_e2e import sdlocal
 
 pytestmark = pytest.mark.slow
 REPO = Path(__file__).resolve().parents[2]

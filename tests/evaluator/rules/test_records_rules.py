@@ -1,6 +1,6 @@
 """The rules beyond Debugger as the registry and `sdlocal rules` see them, their parameters, and a
 trial without training records (nothing judged, said in the log). Their verdicts on real trainings:
-tests/detection/test_realworld.py, tests/launcher/test_replica_divergence_e2e.py."""
+tests/detection/test_realworld.py, tests/launcher/e2e/test_replica_divergence_e2e.py."""
 from __future__ import annotations
 
 import logging

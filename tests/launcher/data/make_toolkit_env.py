@@ -7,7 +7,7 @@ script about the job whose config files sdlocal writes. Run with an interpreter 
 The toolkit reads `resourceconfig.json`, `inputdataconfig.json` and `hyperparameters.json` from
 SAGEMAKER_BASE_DIR (here the job folder `sdlocal.launcher.jobdir.folder.write_configs` lays out) and returns
 `Environment().to_env_vars()` (the SM_* variables) and `to_cmd_args()` (the script's arguments).
-The folder's path is stored as {OPT_ML}; tests/launcher/test_training_env.py compares ours with it.
+The folder's path is stored as {OPT_ML}; tests/launcher/jobdir/test_training_env.py compares ours with it.
 """
 from __future__ import annotations
 

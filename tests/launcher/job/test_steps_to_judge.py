@@ -16,7 +16,7 @@ from sdlocal.launcher.job.steps_to_judge import few_steps_warnings
 from sdlocal.launcher.spec.collection_configs import CollectionConfig
 from sdlocal.launcher.spec.model import RuleSpec
 
-REPO = Path(__file__).resolve().parents[2]
+REPO = Path(__file__).resolve().parents[3]
 
 
 def rule(name: str, **params: str) -> RuleSpec:

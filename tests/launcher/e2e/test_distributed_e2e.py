@@ -20,7 +20,7 @@ from tests.conftest import missing
 from tests.helpers import run_sdlocal
 from tests.launcher import _distjob as dj
 from tests.launcher._smjob import sdlocal
-from tests.launcher.test_e2e import REPO, job_pids, wait_for_text
+from tests.launcher.e2e.test_e2e import REPO, job_pids, wait_for_text
 
 pytestmark = pytest.mark.slow
 RANKS = {0: "algo-1", 1: "algo-1", 2: "algo-2", 3: "algo-2"}

@@ -15,7 +15,7 @@ import pytest
 
 from tests.helpers import start_sdlocal
 
-REPO = Path(__file__).resolve().parents[2]
+REPO = Path(__file__).resolve().parents[3]
 pytestmark = pytest.mark.slow
 FINAL = {"IssuesFound", "NoIssuesFound", "Error", "Stopped"}
 

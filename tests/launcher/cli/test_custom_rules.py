@@ -15,8 +15,8 @@ from sdlocal.launcher.cli import cli
 from sdlocal.trial.smdebug_shim import compat_dir
 from tests.evaluator.test_main import upload_dir
 
-CUSTOM_RULES = Path(__file__).resolve().parents[2] / "custom_rules"
-EXAMPLES = Path(__file__).resolve().parents[2] / "examples"
+CUSTOM_RULES = Path(__file__).resolve().parents[3] / "custom_rules"
+EXAMPLES = Path(__file__).resolve().parents[3] / "examples"
 
 RAISES = '''from smdebug.rules.rule import Rule
 

@@ -17,7 +17,7 @@ from sdlocal.launcher.jobdir.training_env import count_gpus, training_environmen
 from sdlocal.launcher.runtime import TrainingLaunch
 from sdlocal.launcher.spec.model import JobSpec
 
-DATA = Path(__file__).parent / "data"
+DATA = Path(__file__).parents[1] / "data"
 
 
 @pytest.fixture

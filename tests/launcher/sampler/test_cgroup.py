@@ -11,7 +11,7 @@ import pytest
 from sdlocal.launcher.sampler.cgroup import ContainerCollector
 from sdlocal.launcher.sampler.sampler import CollectorUnavailable
 
-from .test_sysmetrics import NET, Clock, write_proc
+from .test_sampler import NET, Clock, write_proc
 
 PID = 4242
 CID = "docker/abc123"

@@ -12,7 +12,7 @@ from sdlocal.launcher.spec.load import load_request
 from sdlocal.launcher.spec.model import JobSpec
 from sdlocal.launcher.spec.overrides import Overrides, RuleFlag, parse_collection, parse_kv
 
-DATA = Path(__file__).parent / "data"
+DATA = Path(__file__).parents[1] / "data"
 
 
 @pytest.fixture

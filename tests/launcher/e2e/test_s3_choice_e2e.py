@@ -13,7 +13,7 @@ from pathlib import Path
 import boto3
 import pytest
 
-REPO = Path(__file__).resolve().parents[2]
+REPO = Path(__file__).resolve().parents[3]
 pytestmark = pytest.mark.slow
 
 

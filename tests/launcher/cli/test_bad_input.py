@@ -17,7 +17,7 @@ import pytest
 from tests.helpers import run_sdlocal
 from tests.launcher._procs import gone
 
-REPO = Path(__file__).resolve().parents[2]
+REPO = Path(__file__).resolve().parents[3]
 EXAMPLES = REPO / "examples"
 
 

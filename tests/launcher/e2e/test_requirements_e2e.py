@@ -15,7 +15,7 @@ import pytest
 import yaml
 
 from tests.hook.test_requirements import make_wheel, not_in_this_python
-from tests.launcher.test_e2e import sdlocal
+from tests.launcher.e2e.test_e2e import sdlocal
 
 pytestmark = pytest.mark.slow
 

@@ -154,7 +154,7 @@ def test_evaluate_exit_codes(fixture_trials: Path, trial: str, rule: str, status
 def test_s3_status_and_stop(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
     monkeypatch.setenv("SDLOCAL_HOME", str(tmp_path))
     runner = CliRunner()
-    # first line: whether it runs; second: its data on disk (tests/launcher/test_s3.py)
+    # first line: whether it runs; second: its data on disk (tests/launcher/s3/test_s3.py)
     assert runner.invoke(cli, ["s3", "status"]).output.splitlines()[0] == "not running"
     from sdlocal.launcher.s3.embedded import EmbeddedS3
 
@@ -175,7 +175,7 @@ def test_run_sdk_request_reports_ignored_fields_once(tmp_path: Path, moto_server
     job = "pytorch-training-2026-11-22-10-00-00-123"
     s3_client.create_bucket(Bucket="sagemaker-us-east-1-123456789012")
     s3_client.put_object(Bucket="sagemaker-us-east-1-123456789012", Key=f"{job}/debug-output/x", Body=b"")
-    spec = Path(__file__).parent / "data" / "sdk_v2_request.json"
+    spec = Path(__file__).parents[1] / "data" / "sdk_v2_request.json"
     result = CliRunner().invoke(cli, ["run", str(spec), "--source-dir", str(tmp_path / "src"),
                                       "--s3-endpoint-url", moto_server])
     lines = result.output.splitlines()

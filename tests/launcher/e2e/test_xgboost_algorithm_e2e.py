@@ -16,7 +16,7 @@ import pytest
 import yaml
 
 from tests.algorithms._job import IMAGE, abalone, write_parquet
-from tests.launcher.test_e2e import sdlocal
+from tests.launcher.e2e.test_e2e import sdlocal
 
 pytestmark = pytest.mark.slow
 SPEC = "examples/xgboost/builtin-job.yaml"

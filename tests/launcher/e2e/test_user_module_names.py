@@ -15,8 +15,8 @@ from pathlib import Path
 
 import pytest
 
-REPO = Path(__file__).resolve().parents[2]
-USER_FOLDER = Path(__file__).parent / "data" / "user_modules"
+REPO = Path(__file__).resolve().parents[3]
+USER_FOLDER = Path(__file__).parents[1] / "data" / "user_modules"
 pytestmark = pytest.mark.slow
 
 

@@ -27,7 +27,7 @@ from sdlocal.launcher.spec.model import JobSpec
 from tests.launcher._procs import gone
 
 pytestmark = pytest.mark.slow
-EXAMPLES = Path(__file__).resolve().parents[2] / "examples"
+EXAMPLES = Path(__file__).resolve().parents[3] / "examples"
 
 LOOP = '''from smdebug.rules.rule import Rule
 

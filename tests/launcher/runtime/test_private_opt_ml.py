@@ -20,7 +20,7 @@ import yaml
 from sdlocal.launcher.runtime import opt_ml_guard
 from tests.conftest import missing
 from tests.hook.test_job_paths import opt_ml_snapshot
-from tests.launcher.test_e2e import REPO
+from tests.launcher.e2e.test_e2e import REPO
 
 WRITES_OPT_ML = """\
 import os

@@ -9,7 +9,7 @@ from click.testing import CliRunner
 
 from sdlocal.launcher.cli import cli
 
-RULE_FILE = Path(__file__).resolve().parents[2] / "custom_rules" / "custom_gradient_rule.py"
+RULE_FILE = Path(__file__).resolve().parents[3] / "custom_rules" / "custom_gradient_rule.py"
 
 
 @pytest.mark.parametrize(("trial", "expected"), [("healthy", "NoIssuesFound"), ("exploding", "IssuesFound")])

@@ -24,8 +24,8 @@ from sdlocal.launcher.spec.collection_configs import (
 from sdlocal.launcher.spec.model import JobSpec
 from tests.serve.conftest import sagemaker_python  # noqa: F401 - the fixture
 
-DATA = Path(__file__).parent / "data"
-REPO = Path(__file__).resolve().parents[2]
+DATA = Path(__file__).parents[1] / "data"
+REPO = Path(__file__).resolve().parents[3]
 SCHEDULES: list[dict[str, str]] = [{}, {"save_interval": "10"}]
 
 
@@ -162,7 +162,7 @@ def test_sdk_request_job_gives_loss_not_decreasing_the_users_steps(sagemaker_pyt
     import yaml
 
     from sdlocal.trial import create_trial
-    from tests.launcher.test_e2e import sdlocal
+    from tests.launcher.e2e.test_e2e import sdlocal
 
     body = sdk_requests(sagemaker_python, range(4))[("5", "500")]
     job = f"sdk-coll-{uuid.uuid4().hex[:6]}"

@@ -15,7 +15,7 @@ import yaml
 from tests.launcher._smjob import sdlocal
 
 pytestmark = pytest.mark.slow
-SCRIPT_DIR = Path(__file__).parent / "data" / "ddp_drift"
+SCRIPT_DIR = Path(__file__).parents[1] / "data" / "ddp_drift"
 
 
 def request(job: str, bypass: bool) -> dict[str, Any]:

@@ -20,7 +20,7 @@ from sdlocal.launcher.cli.follow import CLEAR_LINE, FileTail, LiveOutput, SavedS
 from sdlocal.launcher.job.record import JobState, RuleStatus
 from sdlocal.trial.writer import TrialWriter
 
-REPO = Path(__file__).resolve().parents[2]
+REPO = Path(__file__).resolve().parents[3]
 
 
 def test_file_tail_gives_complete_lines_and_the_last_partial_one_at_the_end(tmp_path: Path) -> None:

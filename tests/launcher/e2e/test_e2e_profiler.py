@@ -19,7 +19,7 @@ import pytest
 
 from tests.chromium import RenderedPage, render_page
 from tests.helpers import s3_keys
-from tests.launcher.test_e2e import REPO, job_pids, sdlocal
+from tests.launcher.e2e.test_e2e import REPO, job_pids, sdlocal
 
 pytestmark = pytest.mark.slow
 

@@ -12,7 +12,7 @@ from typing import Any
 
 import pytest
 
-from tests.launcher.test_e2e import sdlocal
+from tests.launcher.e2e.test_e2e import sdlocal
 
 pytestmark = pytest.mark.slow
 SPEC = "examples/xgboost/job.yaml"
@@ -58,7 +58,7 @@ def test_pytorch_job_tensorboard_output_lands_in_s3(tmp_path: Path, moto_server:
     import yaml
     from tensorboard.backend.event_processing.event_accumulator import EventAccumulator
 
-    from tests.launcher.test_e2e import REPO
+    from tests.launcher.e2e.test_e2e import REPO
 
     spec = yaml.safe_load((REPO / "examples" / "job.yaml").read_text())
     spec["SourceDir"] = str(REPO / "examples")

@@ -15,10 +15,10 @@ import yaml
 
 from sdlocal.trial import create_trial
 from tests.hook.test_job_paths import opt_ml_snapshot
-from tests.launcher.test_e2e import sdlocal
+from tests.launcher.e2e.test_e2e import sdlocal
 
 pytestmark = pytest.mark.slow
-SOURCE = Path(__file__).parent / "data" / "xgb_framework"
+SOURCE = Path(__file__).parents[1] / "data" / "xgb_framework"
 
 
 def test_framework_xgboost_script_with_container_paths(tmp_path: Path, moto_server: str, s3_client: Any,

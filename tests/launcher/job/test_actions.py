@@ -198,7 +198,7 @@ def test_stalled_training_rule_stops_a_hung_training(tmp_path: Path, moto_server
     from sdlocal.launcher.cli import cli
 
     monkeypatch.setenv("SDLOCAL_HOME", str(tmp_path / "home"))
-    examples = Path(__file__).resolve().parents[2] / "examples"
+    examples = Path(__file__).resolve().parents[3] / "examples"
     started = time.monotonic()
     result = CliRunner().invoke(cli, [
         "run", "--entry-point", "train.py", "--source-dir", str(examples), "--job-name", "stalls-1",

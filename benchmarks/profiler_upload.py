@@ -30,7 +30,7 @@ from sdlocal.launcher.jobdir.folder import JobDir  # noqa: E402
 from sdlocal.launcher.runtime import ProcessRuntime  # noqa: E402
 from sdlocal.launcher.s3.endpoint import S3Endpoint  # noqa: E402
 from sdlocal.launcher.sampler.sampler import LIVE_CLOSE_INTERVAL_S  # noqa: E402
-from sdlocal.launcher.spec.model import JobSpec  # noqa: E402
+from sdlocal.launcher.spec.parse import spec_from_request  # noqa: E402
 
 
 def _moto() -> tuple[Any, str]:
@@ -74,7 +74,7 @@ def main(argv: list[str] | None = None) -> int:
 
     with tempfile.TemporaryDirectory() as tmp:
         (Path(tmp) / "train.py").write_text(f"import time\ntime.sleep({args.seconds})\n")
-        spec = JobSpec.from_request({
+        spec = spec_from_request({
             "TrainingJobName": "bench", "EntryPoint": "train.py",
             "ProfilerConfig": {"ProfilingIntervalInMilliseconds": args.interval_ms}},
             base_dir=Path(tmp), default_output_path="s3://bench/out")

@@ -12,6 +12,7 @@ import click
 from sdlocal.launcher.cli import options
 from sdlocal.launcher.cli.output import print_statuses, sdk_shape
 from sdlocal.launcher.spec.overrides import Overrides, group_rule_flags, rule_options_in_order
+from sdlocal.launcher.spec.parse import spec_from_request
 
 
 class OrderedCommand(click.Command):
@@ -97,7 +98,7 @@ def run(ctx: click.Context, spec_file: Path | None, entry_point: str | None, sou
     from sdlocal.launcher.runtime.docker_config import training_user as parse_training_user
     from sdlocal.launcher.runtime.selection import select_runtime
     from sdlocal.launcher.spec.load import load_request
-    from sdlocal.launcher.spec.model import DEFAULT_S3_OUTPUT_PATH, JobSpec
+    from sdlocal.launcher.spec.model import DEFAULT_S3_OUTPUT_PATH
     from sdlocal.launcher.spec.values import is_debugger_rule_image
 
     try:
@@ -113,7 +114,7 @@ def run(ctx: click.Context, spec_file: Path | None, entry_point: str | None, sou
                           hyperparameters=hyperparameters, rules=rule_flags, hook_params=hook_params,
                           collections=collections, s3_output_path=s3_output_path, channels=channels)
     request = overrides.apply(load_request(spec_file) if spec_file else {})
-    spec = JobSpec.from_request(request, base_dir=spec_file.parent if spec_file else Path.cwd(),
+    spec = spec_from_request(request, base_dir=spec_file.parent if spec_file else Path.cwd(),
                                 default_output_path=s3_output_path or DEFAULT_S3_OUTPUT_PATH)
     echo = lambda line: click.echo(line, err=True)  # noqa: E731
     if spec.ignored_fields:

@@ -13,6 +13,7 @@ from sdlocal.launcher.errors import LauncherError
 from sdlocal.launcher.job.record import JobStatus
 from sdlocal.launcher.serve.jobs import ServedJob
 from sdlocal.launcher.spec.model import JobSpec
+from sdlocal.launcher.spec.parse import spec_from_request
 
 _REQUIRED = ("TrainingJobName", "RoleArn", "OutputDataConfig")  # botocore's CreateTrainingJobRequest
 _STATUSES = tuple(s.value for s in JobStatus)
@@ -70,7 +71,7 @@ class SageMakerApi:
             raise ApiError("ValidationException", f"missing required field(s): {', '.join(missing)}")
         name = body["TrainingJobName"]
         try:
-            spec = JobSpec.from_request(body)
+            spec = spec_from_request(body)
         except LauncherError as e:
             raise ApiError("ValidationException", " ".join(str(e).split())) from e
         with self._lock:

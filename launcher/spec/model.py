@@ -1,6 +1,6 @@
 """The job spec: the CreateTrainingJob request (as the SageMaker Python SDK v2 sends it) + sdlocal's
-`EntryPoint`/`SourceDir`, as frozen dataclasses. `JobSpec.from_request` is the one boundary that
-parses and validates a request (launcher/spec/parse.py); files are read by launcher/spec/load.py.
+`EntryPoint`/`SourceDir`, as frozen dataclasses. `spec_from_request` (launcher/spec/parse.py) is the one
+boundary that parses and validates a request; files are read by launcher/spec/load.py.
 
 Every problem raises one `SpecError` naming the field, with the service's limits and wording.
 Fields that matter only on SageMaker (RoleArn, ResourceConfig, ...) are accepted and listed in
@@ -10,7 +10,6 @@ from __future__ import annotations
 
 from collections.abc import Callable, Mapping
 from dataclasses import dataclass, field, replace
-from datetime import datetime, timezone
 from pathlib import Path
 from typing import Any
 
@@ -197,25 +196,5 @@ class JobSpec:
             return tuple(out)
 
         return replace(self, debug_rules=uploaded(self.debug_rules), profiler_rules=uploaded(self.profiler_rules))
-
-    @classmethod
-    def from_request(
-        cls,
-        request: Mapping[str, Any],
-        *,
-        base_dir: Path | None = None,
-        now: datetime | None = None,
-        check_rule_names: bool = True,
-        default_output_path: str = DEFAULT_S3_OUTPUT_PATH,
-    ) -> JobSpec:
-        """Parse and validate a CreateTrainingJob-shaped request.
-
-        `base_dir` resolves relative paths (the spec file's folder); `default_output_path` is used
-        when DebugHookConfig.S3OutputPath is absent; `check_rule_names` asks the evaluator's registry.
-        """
-        from sdlocal.launcher.spec.parse import parse_request
-
-        now = now or datetime.now(timezone.utc)
-        return parse_request(request, base_dir or Path.cwd(), now, check_rule_names, default_output_path)
 
 

@@ -60,7 +60,7 @@ class Overrides:
     rules: tuple[RuleFlag, ...] = ()
     hook_params: tuple[tuple[str, str], ...] = ()
     collections: tuple[tuple[str, tuple[tuple[str, str], ...]], ...] = ()
-    s3_output_path: str | None = None  # also pass it as from_request(default_output_path=...)
+    s3_output_path: str | None = None  # also pass it as spec_from_request(default_output_path=...)
     channels: tuple[tuple[str, str], ...] = ()  # (ChannelName, s3:// prefix, file:// URI or local path)
 
     def apply(self, request: Mapping[str, Any]) -> dict[str, Any]:

@@ -5,7 +5,7 @@ from __future__ import annotations
 
 import ast
 from collections.abc import Mapping
-from datetime import datetime
+from datetime import datetime, timezone
 from pathlib import Path
 from typing import Any
 
@@ -36,7 +36,14 @@ from sdlocal.launcher.spec.job_settings import (
     parse_container_settings,
     parse_stopping_condition,
 )
-from sdlocal.launcher.spec.model import HookSpec, JobSpec, ProfilerSpec, RuleSpec, TensorBoardSpec
+from sdlocal.launcher.spec.model import (
+    DEFAULT_S3_OUTPUT_PATH,
+    HookSpec,
+    JobSpec,
+    ProfilerSpec,
+    RuleSpec,
+    TensorBoardSpec,
+)
 from sdlocal.launcher.spec.values import (
     MAX_MAP_ENTRIES,
     MAX_NAME_CHARS,
@@ -83,6 +90,23 @@ def _or(value: Any, default: Any) -> Any:
 
 def default_job_name(now: datetime) -> str:
     return "sdlocal-" + now.strftime("%Y-%m-%d-%H-%M-%S-") + f"{now.microsecond // 1000:03d}"
+
+
+def spec_from_request(
+    request: Mapping[str, Any],
+    *,
+    base_dir: Path | None = None,
+    now: datetime | None = None,
+    check_rule_names: bool = True,
+    default_output_path: str = DEFAULT_S3_OUTPUT_PATH,
+) -> JobSpec:
+    """Parse and validate a CreateTrainingJob-shaped request into a JobSpec.
+
+    `base_dir` resolves relative paths (the spec file's folder); `default_output_path` is used
+    when DebugHookConfig.S3OutputPath is absent; `check_rule_names` asks the evaluator's registry.
+    """
+    return parse_request(request, base_dir or Path.cwd(), now or datetime.now(timezone.utc), check_rule_names,
+                         default_output_path)
 
 
 def parse_request(

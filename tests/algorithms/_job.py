@@ -21,7 +21,7 @@ from sdlocal.launcher.jobdir.configs import write_configs
 from sdlocal.launcher.jobdir.folder import JobDir
 from sdlocal.launcher.jobdir.training_env import training_environment
 from sdlocal.launcher.runtime import TrainingLaunch
-from sdlocal.launcher.spec.model import JobSpec
+from sdlocal.launcher.spec.parse import spec_from_request
 
 REPO = Path(__file__).resolve().parents[2]
 IMAGE = "683313688378.dkr.ecr.us-east-1.amazonaws.com/sagemaker-xgboost:1.7-1"
@@ -106,7 +106,7 @@ def run_algorithm(tmp: Path, hyperparameters: dict[str, str], channels: list[dic
         request["DebugHookConfig"] = {"S3OutputPath": "s3://bucket/jobs", **debug_hook}
     if rules:
         request["DebugRuleConfigurations"] = rules
-    spec = JobSpec.from_request(request, base_dir=tmp)
+    spec = spec_from_request(request, base_dir=tmp)
     job = JobDir(tmp / "job")
     write_configs(spec, job)
     data_inputs = stage_channels(None, spec.channels, job.input_data, echo=lambda _line: None)

@@ -19,7 +19,7 @@ from sdlocal.launcher.jobdir.folder import JobDir
 from sdlocal.launcher.runtime.docker import DockerRuntime
 from sdlocal.launcher.s3.endpoint import S3Endpoint
 from sdlocal.launcher.sampler.sampler import make_sampler
-from sdlocal.launcher.spec.model import JobSpec
+from sdlocal.launcher.spec.parse import spec_from_request
 from sdlocal.trial.profiler import ProfilerReader
 from tests.docker.test_runtime import leftovers
 
@@ -73,7 +73,7 @@ def test_container_is_sampled_and_profiler_rules_get_their_containers(
     job = f"dk-prof-{uuid.uuid4().hex[:6]}"
     (tmp_path / "src").mkdir()
     (tmp_path / "src" / "train.py").write_text(TRAIN)
-    spec = JobSpec.from_request({
+    spec = spec_from_request({
         "TrainingJobName": job, "EntryPoint": "train.py", "SourceDir": str(tmp_path / "src"),
         "ProfilerConfig": {"S3OutputPath": f"s3://{bucket}/prof", "ProfilingIntervalInMilliseconds": 100},
         "ProfilerRuleConfigurations": [

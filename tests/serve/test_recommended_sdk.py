@@ -7,7 +7,7 @@ import subprocess
 from pathlib import Path
 
 from sdlocal.evaluator.recommended import RECOMMENDED
-from sdlocal.launcher.spec.model import JobSpec
+from sdlocal.launcher.spec.parse import spec_from_request
 
 SDK_RULE = """
 import json
@@ -27,7 +27,7 @@ def test_the_sdk_rule_expands_into_the_set(sagemaker_python: Path, tmp_path: Pat
     assert done.returncode == 0, done.stderr[-2000:]
     entry = json.loads(done.stdout.strip().splitlines()[-1])
     (tmp_path / "train.py").write_text("print('hi')\n")
-    spec = JobSpec.from_request({"EntryPoint": "train.py", "DebugRuleConfigurations": [entry]}, base_dir=tmp_path,
+    spec = spec_from_request({"EntryPoint": "train.py", "DebugRuleConfigurations": [entry]}, base_dir=tmp_path,
                                 check_rule_names=True)
     assert [r.name for r in spec.debug_rules] == [r.name for r in RECOMMENDED]
     assert {r.image for r in spec.debug_rules} == {entry["RuleEvaluatorImage"]}

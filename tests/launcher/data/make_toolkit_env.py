@@ -49,11 +49,11 @@ def main(toolkit_python: str) -> None:
     sys.path.insert(0, str(HERE.parent.parent.parent))
     from sdlocal.launcher.jobdir.configs import write_configs
     from sdlocal.launcher.jobdir.folder import JobDir
-    from sdlocal.launcher.spec.model import JobSpec
+    from sdlocal.launcher.spec.parse import spec_from_request
 
     with tempfile.TemporaryDirectory() as tmp:
         (Path(tmp) / "train.py").write_text("")
-        spec = JobSpec.from_request(REQUEST, base_dir=Path(tmp), check_rule_names=False)
+        spec = spec_from_request(REQUEST, base_dir=Path(tmp), check_rule_names=False)
         job_dir = JobDir(Path(tmp) / "opt-ml")
         write_configs(spec, job_dir)
         env = {"SAGEMAKER_BASE_DIR": str(job_dir.root), "TRAINING_JOB_NAME": spec.job_name, "PATH": "/usr/bin:/bin",

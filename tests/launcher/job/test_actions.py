@@ -21,6 +21,7 @@ from sdlocal.launcher.runtime import ProcessRuntime, RuleLaunch
 from sdlocal.launcher.runtime.process import ProcessHandle
 from sdlocal.launcher.s3.endpoint import S3Endpoint
 from sdlocal.launcher.spec.model import JobSpec
+from sdlocal.launcher.spec.parse import spec_from_request
 from sdlocal.trial.storage import S3Storage
 from tests.launcher._procs import gone
 
@@ -120,7 +121,7 @@ def stop_spec(tmp_path: Path, bucket: str, name: str, prefix: str) -> JobSpec:
            "DebugRuleConfigurations": [
                {"RuleConfigurationName": "Fires", "RuleParameters": {
                    "rule_to_invoke": "FiresAtStep", "source_s3_uri": "rules/firing.py", "action_json": action}}]}
-    return JobSpec.from_request(req, base_dir=tmp_path)
+    return spec_from_request(req, base_dir=tmp_path)
 
 
 def run(spec: JobSpec, tmp_path: Path, runtime: RecordingRuntime, moto_server: str, s3_client: Any,

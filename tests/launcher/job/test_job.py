@@ -19,6 +19,7 @@ from sdlocal.launcher.jobdir.folder import JobDir
 from sdlocal.launcher.runtime import ProcessRuntime
 from sdlocal.launcher.s3.endpoint import S3Endpoint
 from sdlocal.launcher.spec.model import JobSpec
+from sdlocal.launcher.spec.parse import spec_from_request
 from tests.helpers import s3_keys
 from tests.launcher._procs import gone
 
@@ -81,7 +82,7 @@ def make_spec(tmp_path: Path, bucket: str, rules: tuple[str, ...] = ("R1", "R2")
            "ProfilerRuleConfigurations": [{"RuleConfigurationName": "ProfilerReport"}]}
     if profiler is not None:
         req["ProfilerConfig"] = profiler
-    return JobSpec.from_request(req, base_dir=tmp_path, check_rule_names=False)
+    return spec_from_request(req, base_dir=tmp_path, check_rule_names=False)
 
 
 def run(spec: JobSpec, tmp_path: Path, runtime: str, moto_server: str, s3_client: Any,
@@ -191,7 +192,7 @@ def test_sdk_uploads_are_no_earlier_job_and_overwrite_keeps_them(tmp_path: Path,
            "DebugHookConfig": {"S3OutputPath": f"s3://{bucket}/out"},
            "InputDataConfig": [{"ChannelName": "train", "DataSource": {"S3DataSource": {
                "S3DataType": "S3Prefix", "S3Uri": f"s3://{bucket}/out/job-1/data/"}}}]}
-    spec = JobSpec.from_request(req, base_dir=tmp_path, check_rule_names=False)
+    spec = spec_from_request(req, base_dir=tmp_path, check_rule_names=False)
     result, lines = run(spec, tmp_path, runtime, moto_server, s3_client)
     assert result.training_exit_code == 0 and result.model_artifacts == f"s3://{bucket}/out/job-1/output/model.tar.gz"
     assert (tmp_path / "jobs" / "job-1" / "input" / "data" / "train" / "train.csv").read_bytes() == b"1,2\n"

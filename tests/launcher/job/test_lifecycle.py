@@ -19,6 +19,7 @@ from sdlocal.launcher.jobdir.folder import JobDir
 from sdlocal.launcher.runtime import ProcessRuntime
 from sdlocal.launcher.s3.endpoint import S3Endpoint
 from sdlocal.launcher.spec.model import JobSpec
+from sdlocal.launcher.spec.parse import spec_from_request
 from sdlocal.trial.profiler import ProfilerReader
 from tests.launcher._procs import gone
 
@@ -54,7 +55,7 @@ def profiled_spec(tmp_path: Path, bucket: str, name: str, seconds: float, interv
     req = {"TrainingJobName": name, "EntryPoint": "train.py", "HyperParameters": {"seconds": str(seconds)},
            "DebugHookConfig": {"S3OutputPath": f"s3://{bucket}/out"},
            "ProfilerConfig": {"S3OutputPath": f"s3://{bucket}/prof", "ProfilingIntervalInMilliseconds": interval_ms}}
-    return JobSpec.from_request(req, base_dir=tmp_path, check_rule_names=False)
+    return spec_from_request(req, base_dir=tmp_path, check_rule_names=False)
 
 
 class S3Watch:
@@ -188,7 +189,7 @@ def test_disabled_profiler_samples_nothing(tmp_path: Path, moto_server: str, s3_
     (tmp_path / "train.py").write_text(TRAIN)
     req = {"TrainingJobName": "off", "EntryPoint": "train.py", "HyperParameters": {"seconds": "0.5"},
            "ProfilerConfig": {"S3OutputPath": f"s3://{bucket}/prof", "DisableProfiler": True}}
-    spec = JobSpec.from_request(req, base_dir=tmp_path, check_rule_names=False)
+    spec = spec_from_request(req, base_dir=tmp_path, check_rule_names=False)
     lines: list[str] = []
     job_dir = JobDir(tmp_path / "jobs" / "off")
     result = run_job(spec, job_dir=job_dir, endpoint=S3Endpoint(moto_server, "flag"), runtime=ProcessRuntime(),

@@ -10,7 +10,7 @@ import numpy as np
 from sdlocal.launcher.job.record import new_record, write_record
 from sdlocal.launcher.jobdir.configs import write_configs
 from sdlocal.launcher.jobdir.folder import JobDir
-from sdlocal.launcher.spec.model import JobSpec
+from sdlocal.launcher.spec.parse import spec_from_request
 from sdlocal.launcher.upload.uploader import Uploader, UploadTarget, write_end_marker
 from sdlocal.trial.collection import Collection
 from sdlocal.trial.storage import S3Storage
@@ -24,7 +24,7 @@ def keys(client: Any, bucket: str, prefix: str = "") -> list[str]:
 
 def test_write_configs(tmp_path: Path) -> None:
     (tmp_path / "train.py").write_text("")
-    spec = JobSpec.from_request(
+    spec = spec_from_request(
         {"TrainingJobName": "j1", "EntryPoint": "train.py", "HyperParameters": {"lr": "0.1"},
          "DebugRuleConfigurations": [{"RuleConfigurationName": "VanishingGradient"}],
          "ProfilerConfig": {"ProfilingIntervalInMilliseconds": 100},

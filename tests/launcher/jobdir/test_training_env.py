@@ -16,6 +16,7 @@ from sdlocal.launcher.jobdir.folder import JobDir
 from sdlocal.launcher.jobdir.training_env import count_gpus, training_environment
 from sdlocal.launcher.runtime import TrainingLaunch
 from sdlocal.launcher.spec.model import JobSpec
+from sdlocal.launcher.spec.parse import spec_from_request
 
 DATA = Path(__file__).parents[1] / "data"
 
@@ -27,7 +28,7 @@ def toolkit() -> dict[str, Any]:
 
 def toolkit_spec(tmp_path: Path, toolkit: dict[str, Any]) -> JobSpec:
     (tmp_path / "train.py").write_text("")
-    return JobSpec.from_request(toolkit["request"], base_dir=tmp_path, check_rule_names=False)
+    return spec_from_request(toolkit["request"], base_dir=tmp_path, check_rule_names=False)
 
 
 def test_sm_variables_are_the_toolkits(tmp_path: Path, toolkit: dict[str, Any]) -> None:

@@ -27,6 +27,7 @@ from sdlocal.launcher.runtime.selection import check_distribution, select_runtim
 from sdlocal.launcher.spec.distribution import parse_distribution
 from sdlocal.launcher.spec.inputs import Channel
 from sdlocal.launcher.spec.model import JobSpec
+from sdlocal.launcher.spec.parse import spec_from_request
 from sdlocal.trial.storage import S3Storage
 
 # what the real SDK v2 (2.257.7) sends for each `distribution=` (probed with PyTorch(...).hyperparameters())
@@ -39,7 +40,7 @@ SDK_MPI = {"sagemaker_mpi_enabled": "true", "sagemaker_mpi_num_of_processes_per_
 
 def spec_of(tmp_path: Path, count: int = 2, **hyperparameters: str) -> JobSpec:
     (tmp_path / "train.py").write_text("print('hi')\n")
-    return JobSpec.from_request({
+    return spec_from_request({
         "TrainingJobName": "dist", "EntryPoint": "train.py", "SourceDir": str(tmp_path),
         "HyperParameters": {"epochs": "2", **hyperparameters},
         "ResourceConfig": {"InstanceType": "ml.m5.xlarge", "InstanceCount": count, "VolumeSizeInGB": 30},
@@ -89,7 +90,7 @@ def test_instance_count_and_groups(tmp_path: Path) -> None:
     with pytest.raises(SpecError, match="ResourceConfig.InstanceCount: 17 hosts on one machine"):
         spec_of(tmp_path, 17)
     with pytest.raises(SpecError, match="ResourceConfig.InstanceGroups: heterogeneous"):
-        JobSpec.from_request({"TrainingJobName": "g", "EntryPoint": "train.py", "SourceDir": str(tmp_path),
+        spec_from_request({"TrainingJobName": "g", "EntryPoint": "train.py", "SourceDir": str(tmp_path),
                               "ResourceConfig": {"InstanceGroups": [{"InstanceGroupName": "a"}]}}, base_dir=tmp_path)
 
 

@@ -23,7 +23,7 @@ from sdlocal.launcher.job.run import JobLifecycle, RunOptions
 from sdlocal.launcher.jobdir.folder import JobDir
 from sdlocal.launcher.runtime import ProcessHandle, ProcessRuntime
 from sdlocal.launcher.s3.endpoint import S3Endpoint
-from sdlocal.launcher.spec.model import JobSpec
+from sdlocal.launcher.spec.parse import spec_from_request
 from tests.launcher._procs import gone
 
 pytestmark = pytest.mark.slow
@@ -77,7 +77,7 @@ def test_dead_and_hung_evaluators_during_a_real_job(tmp_path: Path, moto_server:
                             "CollectionConfigurations": [{"CollectionName": "gradients"}, {"CollectionName": "losses"}]},
         "DebugRuleConfigurations": [{"RuleConfigurationName": n, "RuleParameters": p} for n, p in rules],
     }
-    spec = JobSpec.from_request(request, base_dir=tmp_path)
+    spec = spec_from_request(request, base_dir=tmp_path)
     lines: list[str] = []
     lifecycle = JobLifecycle(spec, job_dir=JobDir(tmp_path / "job"), endpoint=S3Endpoint(moto_server, "flag"),
                              runtime=ProcessRuntime(),

@@ -22,6 +22,7 @@ from sdlocal.launcher.spec.collection_configs import (
     rule_default_collections,
 )
 from sdlocal.launcher.spec.model import JobSpec
+from sdlocal.launcher.spec.parse import spec_from_request
 from tests.serve.conftest import sagemaker_python  # noqa: F401 - the fixture
 
 DATA = Path(__file__).parents[1] / "data"
@@ -135,7 +136,7 @@ def sdk_requests(python: Path, seeds: range = range(8)) -> dict[tuple[str, ...],
 
 
 def _spec(body: dict[str, Any], src: Path) -> JobSpec:
-    return JobSpec.from_request({"EntryPoint": "train.py", **body}, base_dir=src)
+    return spec_from_request({"EntryPoint": "train.py", **body}, base_dir=src)
 
 
 def test_the_real_sdks_requests_in_every_order(sagemaker_python: Path, tmp_path: Path) -> None:  # noqa: F811

@@ -11,6 +11,7 @@ from sdlocal.launcher.errors import SpecError
 from sdlocal.launcher.jobdir.training_env import training_environment
 from sdlocal.launcher.spec.model import JobSpec
 from sdlocal.launcher.spec.overrides import Overrides
+from sdlocal.launcher.spec.parse import spec_from_request
 
 
 @pytest.fixture
@@ -22,7 +23,7 @@ def src(tmp_path: Path) -> Path:
 
 
 def parse(src: Path, **fields: Any) -> JobSpec:
-    return JobSpec.from_request({"EntryPoint": "train.py", **fields}, base_dir=src, check_rule_names=False)
+    return spec_from_request({"EntryPoint": "train.py", **fields}, base_dir=src, check_rule_names=False)
 
 
 def s3_channel(name: str, uri: str, **extra: Any) -> dict[str, Any]:
@@ -118,18 +119,18 @@ def test_resource_config_and_output_data_config(src: Path) -> None:
 def test_s3_source_dir_from_sourcedir_or_the_sdk_hyperparameter(tmp_path: Path) -> None:
     uri = "s3://b/job/source/sourcedir.tar.gz"
     # the entry point is checked after the tarball is unpacked, not at parse time
-    spec = JobSpec.from_request({"EntryPoint": "train.py", "SourceDir": uri}, base_dir=tmp_path)
+    spec = spec_from_request({"EntryPoint": "train.py", "SourceDir": uri}, base_dir=tmp_path)
     assert spec.source_s3_uri == uri and spec.input_uris() == (uri,)
-    spec = JobSpec.from_request({"HyperParameters": {"sagemaker_program": '"train.py"',
+    spec = spec_from_request({"HyperParameters": {"sagemaker_program": '"train.py"',
                                                      "sagemaker_submit_directory": f'"{uri}"'}}, base_dir=tmp_path)
     assert spec.source_s3_uri == uri and spec.entry_point == "train.py"
     for bad, message in (("s3://b/prefix/", "names an S3 prefix"), ("s3://b", "names an S3 prefix"),
                          ("gs://b/x.tar.gz", "neither a local path nor an s3:// URI")):
         with pytest.raises(SpecError) as err:
-            JobSpec.from_request({"EntryPoint": "train.py", "SourceDir": bad}, base_dir=tmp_path)
+            spec_from_request({"EntryPoint": "train.py", "SourceDir": bad}, base_dir=tmp_path)
         assert err.value.field == "SourceDir" and message in err.value.message
     with pytest.raises(SpecError) as err:
-        JobSpec.from_request({"EntryPoint": "t.py", "HyperParameters": {"sagemaker_submit_directory": '"s3://b/"'}},
+        spec_from_request({"EntryPoint": "t.py", "HyperParameters": {"sagemaker_submit_directory": '"s3://b/"'}},
                              base_dir=tmp_path)
     assert err.value.field == "HyperParameters.sagemaker_submit_directory"
 

@@ -11,11 +11,12 @@ import pytest
 
 from sdlocal.launcher.errors import JobError, SpecError
 from sdlocal.launcher.spec.model import JobSpec
+from sdlocal.launcher.spec.parse import spec_from_request
 
 
 def parse(tmp_path: Path, **fields: Any) -> JobSpec:
     (tmp_path / "train.py").write_text("")
-    return JobSpec.from_request({"EntryPoint": "train.py", **fields}, base_dir=tmp_path, check_rule_names=False)
+    return spec_from_request({"EntryPoint": "train.py", **fields}, base_dir=tmp_path, check_rule_names=False)
 
 
 def test_stopping_condition_defaults_and_values(tmp_path: Path) -> None:

@@ -11,6 +11,7 @@ from sdlocal.evaluator.recommended import NAME, RECOMMENDED
 from sdlocal.launcher.errors import SpecError
 from sdlocal.launcher.spec.model import JobSpec
 from sdlocal.launcher.spec.overrides import Overrides, RuleFlag
+from sdlocal.launcher.spec.parse import spec_from_request
 
 
 @pytest.fixture
@@ -20,7 +21,7 @@ def src(tmp_path: Path) -> Path:
 
 
 def parse(req: dict[str, Any], src: Path) -> JobSpec:
-    return JobSpec.from_request({"EntryPoint": "train.py", **req}, base_dir=src, check_rule_names=True)
+    return spec_from_request({"EntryPoint": "train.py", **req}, base_dir=src, check_rule_names=True)
 
 
 def test_the_set_expands_into_its_rules_with_their_collections(src: Path) -> None:
@@ -50,7 +51,7 @@ def test_the_sdk_shape_and_a_rule_configured_in_its_own_entry(src: Path) -> None
 
 def test_the_flag_adds_the_entry(src: Path) -> None:
     request = Overrides(entry_point="train.py", rules=(RuleFlag("ExplodingTensor", (("only_nan", "True"),)), RuleFlag(NAME))).apply({})
-    spec = JobSpec.from_request(request, base_dir=src, check_rule_names=True)
+    spec = spec_from_request(request, base_dir=src, check_rule_names=True)
     assert spec.debug_rules[0].parameters["only_nan"] == "True"
     assert sorted(r.name for r in spec.debug_rules) == sorted(r.name for r in RECOMMENDED)
 

@@ -1,4 +1,4 @@
-"""JobSpec.from_request: the SDK v2 request body, flags, validation messages, collection merging."""
+"""spec_from_request: the SDK v2 request body, flags, validation messages, collection merging."""
 from __future__ import annotations
 
 import json
@@ -11,6 +11,7 @@ from sdlocal.launcher.errors import SpecError
 from sdlocal.launcher.spec.load import load_request
 from sdlocal.launcher.spec.model import JobSpec
 from sdlocal.launcher.spec.overrides import Overrides, RuleFlag, parse_collection, parse_kv
+from sdlocal.launcher.spec.parse import spec_from_request
 
 DATA = Path(__file__).parents[1] / "data"
 
@@ -23,7 +24,7 @@ def src(tmp_path: Path) -> Path:
 
 def parse(req: dict[str, Any], src: Path, **kw: Any) -> JobSpec:
     kw.setdefault("check_rule_names", False)
-    return JobSpec.from_request(req, base_dir=src, **kw)
+    return spec_from_request(req, base_dir=src, **kw)
 
 
 def sdk_request() -> dict[str, Any]:
@@ -282,7 +283,7 @@ def test_local_custom_rule_files_are_uploaded_and_rewritten(tmp_path: Path) -> N
                {"RuleConfigurationName": "Mine", "RuleParameters": {"rule_to_invoke": "MyRule", "source_s3_uri": "my_rule.py"}},
                {"RuleConfigurationName": "Remote", "RuleParameters": {"rule_to_invoke": "X", "source_s3_uri": "s3://b/r/x.py"}},
                {"RuleConfigurationName": "VG", "RuleParameters": {"rule_to_invoke": "VanishingGradient"}}]}
-    spec = JobSpec.from_request(req, base_dir=tmp_path)
+    spec = spec_from_request(req, base_dir=tmp_path)
     assert spec.debug_rules[0].local_rule_file == tmp_path / "my_rule.py"
     uploads: list[tuple[Path, str]] = []
     uploaded = spec.with_uploaded_rule_code(lambda path, uri: uploads.append((path, uri)))

@@ -15,7 +15,7 @@ from sdlocal.launcher.errors import SpecError
 from sdlocal.launcher.job.metrics import MetricScanner, final_metrics
 from sdlocal.launcher.runtime.opt_ml import localize_channels, map_opt_ml
 from sdlocal.launcher.spec.algorithm import BuiltinAlgorithm, ContainerCommand, MetricDefinition
-from sdlocal.launcher.spec.model import JobSpec
+from sdlocal.launcher.spec.parse import spec_from_request
 
 IMAGE = "683313688378.dkr.ecr.us-east-1.amazonaws.com/sagemaker-xgboost:1.7-1"
 
@@ -35,12 +35,12 @@ def _request(tmp_path: Path, **extra: Any) -> dict[str, Any]:
 
 def _error(tmp_path: Path, **extra: Any) -> SpecError:
     with pytest.raises(SpecError) as e:
-        JobSpec.from_request(_request(tmp_path, **extra), base_dir=tmp_path)
+        spec_from_request(_request(tmp_path, **extra), base_dir=tmp_path)
     return e.value
 
 
 def test_xgboost_image_without_script_runs_the_algorithm(tmp_path: Path) -> None:
-    spec = JobSpec.from_request(_request(tmp_path), base_dir=tmp_path)
+    spec = spec_from_request(_request(tmp_path), base_dir=tmp_path)
     assert spec.algorithm == BuiltinAlgorithm("xgboost", "1.7-1") and not spec.script_mode
     assert spec.algorithm.argv("py") == ["py", "-m", "sdlocal.hook.algorithms.xgboost", "--version", "1.7-1"]
     assert spec.code_in_job_folder and spec.entry_point == ""
@@ -50,12 +50,12 @@ def test_xgboost_image_without_script_runs_the_algorithm(tmp_path: Path) -> None
     for image in ("246618743249.dkr.ecr.us-west-2.amazonaws.com/sagemaker-xgboost:0.90-2-cpu-py3",
                   "141502667606.dkr.ecr.eu-west-1.amazonaws.com/sagemaker-xgboost:1.3-1"):
         algo = {"TrainingImage": image}
-        assert JobSpec.from_request(_request(tmp_path, AlgorithmSpecification=algo), base_dir=tmp_path).algorithm
+        assert spec_from_request(_request(tmp_path, AlgorithmSpecification=algo), base_dir=tmp_path).algorithm
 
 
 def test_with_a_script_it_is_script_mode(tmp_path: Path) -> None:
     (tmp_path / "train.py").write_text("")
-    spec = JobSpec.from_request(_request(tmp_path, EntryPoint="train.py", SourceDir=str(tmp_path)),
+    spec = spec_from_request(_request(tmp_path, EntryPoint="train.py", SourceDir=str(tmp_path)),
                                 base_dir=tmp_path)
     assert spec.script_mode and spec.algorithm is None and spec.metric_definitions == ()
 
@@ -87,7 +87,7 @@ def test_container_command(tmp_path: Path) -> None:
     algo = {"TrainingImage": "763104351884.dkr.ecr.us-east-1.amazonaws.com/pytorch-training:2.5.1-cpu-py311",
             "ContainerEntrypoint": ["/bin/bash"], "ContainerArguments": ["-c", "echo hi"],
             "MetricDefinitions": [{"Name": "loss", "Regex": "loss=([0-9.]+)"}]}
-    spec = JobSpec.from_request(_request(tmp_path, AlgorithmSpecification=algo, HyperParameters={}),
+    spec = spec_from_request(_request(tmp_path, AlgorithmSpecification=algo, HyperParameters={}),
                                 base_dir=tmp_path)
     assert spec.command == ContainerCommand(("/bin/bash",), ("-c", "echo hi")) and spec.algorithm is None
     assert spec.metric_definitions == (MetricDefinition("loss", "loss=([0-9.]+)"),)

@@ -9,6 +9,7 @@ import logging
 import subprocess
 import threading
 import time
+from collections.abc import Callable
 from pathlib import Path
 from typing import Any
 
@@ -32,21 +33,24 @@ class SlowWriter(TrialWriter):
     """Storage that takes `delay` seconds per step file (a slow disk), counting the steps."""
 
     def __init__(self, root: str | Path, worker: str = "worker_0", delay: float = 0.0,
-                 gate: threading.Event | None = None, gate_every_step: float | None = None) -> None:
-        """`gate`: the first step waits until it is set (up to 60 s); with `gate_every_step`, every
-        step waits for it (up to that many seconds: the last steps, written after the training
-        ended, then go through) and clears it."""
+                 gate: threading.Event | None = None, until: Callable[[], bool] | None = None) -> None:
+        """`gate`: the first step waits until it is set (up to 60 s); `until`: every step waits
+        until it says so (up to 60 s), then clears `gate`."""
         super().__init__(root, worker)
         self.delay = delay
         self.gate = gate
-        self.gate_every_step = gate_every_step
+        self.until = until
         self.steps_written = 0
 
     def write_step(self, *args: Any, **kwargs: Any) -> Path | None:
-        if self.gate is not None:
-            self.gate.wait(60 if self.gate_every_step is None else self.gate_every_step)
-            if self.gate_every_step is not None:
+        if self.until is not None:
+            deadline = time.monotonic() + 60
+            while not self.until() and time.monotonic() < deadline:
+                time.sleep(0.005)
+            if self.gate is not None:
                 self.gate.clear()
+        elif self.gate is not None:
+            self.gate.wait(60)
         time.sleep(self.delay)
         self.steps_written += 1
         return super().write_step(*args, **kwargs)
@@ -72,13 +76,14 @@ def _run(out: Path, interval: int, steps: int, options: SaveOptions | None = Non
 
 
 def _run_behind(out: Path, steps: int, limit: int, delay: float) -> tuple[Hook, dict[str, dict[int, np.ndarray]]]:
-    """A training at save_interval 1 whose writer writes a step only once the training waits for
-    room (or 0.5 s passed: the last steps, after the training): slower than the training whatever
-    the machine's load (a fixed delay alone lost that race on a loaded machine)."""
+    """A training at save_interval 1 whose writer writes a step only while the training waits for
+    room (or once it closes the hook): slower than the training whatever the machine's load (a
+    fixed delay alone lost that race on a loaded machine)."""
     training_waits = threading.Event()
     hook = Hook(wl.config(out, 1), save_options=SaveOptions(queue_bytes=limit),
-                trial_writer=lambda root, worker: SlowWriter(root, worker, delay=delay, gate=training_waits,
-                                                             gate_every_step=0.5))
+                trial_writer=lambda root, worker: SlowWriter(
+                    root, worker, delay=delay, gate=training_waits,
+                    until=lambda: training_waits.is_set() or hook.closed))
     hook._saver.budget._cond = SignallingCondition(training_waits)
     return hook, wl.train(hook, steps)
 

@@ -33,6 +33,7 @@ import torch
 
 from sdlocal.hook import pytorch as engine
 from sdlocal.hook._job_paths import job_tensorboard_dir, resolve_out_dir, resolve_tensorboard_dir
+from sdlocal.hook._pytorch_state import GRADIENT_PREFIX, SCALAR_PREFIX, rank_and_world
 from sdlocal.hook.config import HookConfig
 from sdlocal.hook.errors import HookConfigError, HookError
 from sdlocal.trial.modes import ModeKeys, to_mode
@@ -61,8 +62,8 @@ def _as_tensor(value: Any) -> torch.Tensor:
 
 
 class Hook(engine.Hook):
-    GRADIENT_PREFIX = engine.GRADIENT_PREFIX
-    SCALAR_PREFIX = engine.SCALAR_PREFIX
+    GRADIENT_PREFIX = GRADIENT_PREFIX
+    SCALAR_PREFIX = SCALAR_PREFIX
     INPUT_TENSOR_SUFFIX = "_input_"
     OUTPUT_TENSOR_SUFFIX = "_output_"
     ROLE_TENSORS_BY_NAME = False
@@ -280,10 +281,10 @@ class Hook(engine.Hook):
         return self._io_counts
 
     def _get_worker_name(self) -> str:
-        return f"worker_{engine._distributed()[0]}"
+        return f"worker_{rank_and_world()[0]}"
 
     def _get_num_workers(self) -> int:
-        return engine._distributed()[1]
+        return rank_and_world()[1]
 
     # ------------------------------------------------------------------ explicit saving
     def save_scalar(self, name: str, value: Any, sm_metric: bool = False, timestamp: float | None = None) -> None:

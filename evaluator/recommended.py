@@ -1,7 +1,7 @@
 """The recommended rule set: built-in rules, with parameters, that raise no alarm on healthy
 pipelines of the common kinds (CNN classifier, LSTM and Transformer language models, VAE, GAN,
-regression: detection/healthy/, run by tests/detection/test_healthy_recommended.py) and catch the
-faults they were kept for.
+regression, a Hugging Face Trainer fine-tune: detection/healthy/, run by
+tests/detection/test_healthy_recommended.py) and catch the faults they were kept for.
 
 One name stands for the set: `RecommendedRules`, as the `rule_to_invoke` (or the
 RuleConfigurationName) of one DebugRuleConfigurations entry, which the job spec expands into one

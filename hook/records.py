@@ -117,6 +117,8 @@ class Recorder:
         self._pending_new: list[tuple[int, bool]] = []  # (id of a parameter registered, during an eval)
         self._batches: list[tuple[int, str, list[int]]] = []  # (step, fingerprint, each optimizer's steps)
         self._step = -1
+        self._mode = ModeKeys.GLOBAL
+        self._batch_taken = False  # this forward's batch was taken at its step start
         self._closed = False
 
     # ------------------------------------------------------------------ attachment
@@ -124,6 +126,8 @@ class Recorder:
         self._model = model
         self._has_mode_layers = any(isinstance(m, _MODE_LAYERS) for m in model.modules())
         self._handles.append(_optim.register_optimizer_step_post_hook(self._on_optimizer_step))
+        # after the hook's step-start pre-hook (registered first): the batches of steps a trainer starts
+        self._handles.append(model.register_forward_pre_hook(self._on_forward, with_kwargs=True))
         self._handles.append(torch.nn.modules.module.register_module_parameter_registration_hook(
             self._on_parameter_registered))
         self._hook_gradients()
@@ -181,6 +185,19 @@ class Recorder:
             if self._armed:
                 self._windows[key] = None
 
+    def _on_forward(self, module: torch.nn.Module, args: Any, kwargs: Any) -> None:
+        """The batch of a forward whose step start took none: a micro-batch of a training step a
+        trainer's loop started (hook/frameworks), or a model called with keywords only (the Hugging
+        Face Trainer calls `model(**batch)`)."""
+        if self._batch_taken:
+            self._batch_taken = False
+            return
+        if self._step < 0 or self._mode == ModeKeys.EVAL or not torch.is_grad_enabled():
+            return
+        fp = fingerprint(args if args else kwargs)
+        if fp is not None:
+            self._batches.append((self._step, fp, list(self._opt_counts)))
+
     def _on_parameter_registered(self, module: torch.nn.Module, name: str, param: Any) -> Any:
         if param is not None and self._model is not None and self._step >= 0:
             evaluating = not torch.is_grad_enabled() or not self._model.training
@@ -190,8 +207,11 @@ class Recorder:
 
     # ------------------------------------------------------------------ steps
     def on_step_start(self, step: int, mode: ModeKeys, mode_step: int, module: torch.nn.Module, inputs: Any) -> None:
-        """At each forward of the model (the hook's step start)."""
+        """At each forward of the model (the hook's step start), and at a step a trainer's loop
+        starts (`inputs` None: its batches come to `_on_forward`)."""
         self._step = step
+        self._mode = mode
+        self._batch_taken = False
         grad_enabled = torch.is_grad_enabled()
         if not grad_enabled or mode == ModeKeys.EVAL:
             self._eval_forwards += 1
@@ -205,6 +225,7 @@ class Recorder:
             fp = fingerprint(inputs[0] if isinstance(inputs, tuple) and inputs else inputs)
             if fp is not None:  # with each optimizer's steps so far: a batch used twice within one iteration
                 self._batches.append((step, fp, list(self._opt_counts)))
+                self._batch_taken = True
         self._armed = False
         if mode == ModeKeys.GLOBAL or self.schedule.should_save(mode, mode_step):
             self._record(step, mode, mode_step, module.training, grad_enabled)

@@ -72,6 +72,14 @@ class RepeatedBatches(RecordRule):
                     return True
         return verdict
 
+    def missing_data(self) -> str | None:
+        """Records without a single batch fingerprint judged nothing (inputs on a GPU, or not tensors)."""
+        missing = super().missing_data()
+        if missing is None and not self._batch_count:
+            return ("the training records hold no batch fingerprint (they are taken of the model's first tensor "
+                    "input, on the CPU only)")
+        return missing
+
     @staticmethod
     def _judged(before: list[int] | None, after: list[int] | None) -> bool:
         """A repeat on one worker counts when the first sighting came after some optimizer's second

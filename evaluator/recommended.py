@@ -1,7 +1,7 @@
 """The recommended rule set: built-in rules, with parameters, that raise no alarm on healthy
 pipelines of the common kinds (CNN classifier, LSTM and Transformer language models, VAE, GAN,
-regression: detection/healthy/, run by tests/detection/test_healthy_recommended.py) and catch the
-faults they were kept for.
+regression, a Hugging Face Trainer fine-tune: detection/healthy/, run by
+tests/detection/test_healthy_recommended.py) and catch the faults they were kept for.
 
 One name stands for the set: `RecommendedRules`, as the `rule_to_invoke` (or the
 RuleConfigurationName) of one DebugRuleConfigurations entry, which the job spec expands into one
@@ -20,11 +20,13 @@ Overtraining (a VAE's and a GAN's validation/training losses are not one objecti
 ClassImbalance (a language model's next-token classes, a regression's targets), NLPSequenceRatio
 (padding shares are the data's), SimilarAcrossRuns (needs another trial), PoorWeightInitialization
 (its gradient spread threshold, 0.001, is absolute: a healthy language model's start with a
-2,000-token vocabulary has p95 - p5 of about 3e-4, the loss averaged over every token's logits),
-GradientsNotReset (a DCGAN's generator backward runs through the discriminator after the
-discriminator's step and before its next zero_grad: the rule takes those gradients for stale ones)
-and RepeatedBatches (a DCGAN's discriminator sees the same fake batch twice per iteration, detached
-and not): both are attachable by name, and catch their faults in detection/realworld.
+2,000-token vocabulary has p95 - p5 of about 3e-4, the loss averaged over every token's logits).
+
+GradientsNotReset and RepeatedBatches are in the set since they judge a GAN as it trains: stale
+gradients per optimizer (a DCGAN's generator backward fills the discriminator's gradients after the
+discriminator's step; its zero_grad clears them before its next step), repeats across iterations
+only (the discriminator sees the same fake batch twice per iteration, detached and not): see
+docs/rules-beyond-debugger.md.
 
 A rule of the set that watches a kind of layer the model does not have (DeadRelu: ReLUs,
 SaturatedActivation: tanh/sigmoid, CheckInputImages: image inputs) ends Error "judged nothing: no
@@ -62,6 +64,8 @@ RECOMMENDED: tuple[RecommendedRule, ...] = (
     RecommendedRule("FrozenParametersChanged", why="parameters marked frozen that change all the same"),
     RecommendedRule("ParametersNotTraining", why="trainable weights no optimizer holds, or held and never changed"),
     RecommendedRule("EvaluationMisuse", why="evaluation in training mode, a module built during evaluation"),
+    RecommendedRule("GradientsNotReset", why="optimizer steps on gradients never reset since the step before"),
+    RecommendedRule("RepeatedBatches", why="the same training batches again within a pass or on two workers"),
 )
 
 

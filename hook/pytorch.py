@@ -217,7 +217,7 @@ class Hook(Attaching, Writing):
         self._active = active
         self._steps.step(active)
         watched = module if module is not None else self._model
-        if self._records is not None and watched is not None:  # a trainer's step: no batch to fingerprint
+        if self._records is not None and watched is not None:  # a trainer's step: its batches come at its forwards
             self._records.on_step_start(self.step, mode, mode_step, watched, inputs)
         if active & self._param_mask:
             # Weights as they enter this step's forward (the optimizer later updates them in place).

@@ -4,13 +4,19 @@ and tensors cannot show, observed cheaply while the model trains.
 On every step (a few attribute reads): whether a forward without autograd runs a model in training
 mode that has dropout or batch norm (an evaluation in training mode), and a fingerprint of the
 training batch (blake2b of at most 4 Ki elements sampled across the model's first input, CPU
-tensors only). On every optimizer step (a global post-hook): a count, and which parameters it
-holds. On the recorded steps (the `sdlocal_records` collection's schedule): the norm of every
-parameter and floating buffer (one `torch._foreach_norm` each: per-worker checksums that cost little
-whatever `include_workers`), and armed for this step's backward: whether the first backward after
-an optimizer step finds gradients left from before it (a tensor hook on up to three parameters,
-run before autograd accumulates into `.grad`). Parameters registered on the model while it runs
-without autograd or in eval mode (a lazily built module first run by an evaluation) are noted.
+tensors only) with each optimizer's step count so far. On every optimizer step (a global post-hook):
+a count per optimizer, and which parameters each holds. On the recorded steps (the `sdlocal_records`
+collection's schedule): the norm of every parameter and floating buffer (one `torch._foreach_norm`
+each: per-worker checksums that cost little whatever `include_workers`). Gradient resets, judged
+per optimizer: an optimizer step taken during a recorded training step opens a window for each
+checked parameter it holds (up to three of the model's), which that optimizer's next step closes;
+a tensor hook (run before autograd accumulates into `.grad`) notes whether some backward in the
+window found the parameter's gradient reset (None or zero). A window whose backwards all found
+gradients left is a step on unreset gradients for that optimizer; a GAN's generator backward,
+which fills the discriminator's gradients after the discriminator's step, is followed by the
+discriminator's `zero_grad` before its next step and counts as reset. Parameters registered on the
+model while it runs without autograd or in eval mode (a lazily built module first run by an
+evaluation) are noted.
 
 Lines are kept in memory and written as one records file every `FLUSH_S` seconds and at close.
 """
@@ -94,16 +100,25 @@ class Recorder:
         # id -> optimizer, held only as long as the job holds it
         self._optimizers: weakref.WeakValueDictionary[int, Any] = weakref.WeakValueDictionary()
         self._opt_steps = 0
-        self._opt_at_last_backward = 0
+        self._opt_index: dict[int, int] = {}  # id of an optimizer -> its index (order of its first step)
+        self._opt_counts: list[int] = []  # steps of each optimizer
+        self._checked: list[torch.nn.Parameter] = []  # the parameters whose gradient resets are checked
+        self._checked_of: dict[int, tuple[tuple[int, ...], list[int]]] = {}  # optimizer id -> (groups' sizes, checked held)
+        # (checked parameter, optimizer index) -> None (no backward yet), True (a backward found the
+        # gradient reset), False (backwards found it left): the windows open between two steps
+        self._windows: dict[tuple[int, int], bool | None] = {}
         self._armed = False
-        self._stale = [0, 0]  # first backwards after an optimizer step checked, with gradients left
+        self._stale = [0, 0]  # optimizer steps checked, on gradients not reset since that optimizer's previous step
+        self._stale_by_opt: list[list[int]] = []  # the same per optimizer
         self._eval_train_forwards = 0
         self._eval_forwards = 0
         self._opt_at_last_eval_train = -1
         self._new_in_eval: list[str] = []
         self._pending_new: list[tuple[int, bool]] = []  # (id of a parameter registered, during an eval)
-        self._batches: list[tuple[int, str]] = []
+        self._batches: list[tuple[int, str, list[int]]] = []  # (step, fingerprint, each optimizer's steps)
         self._step = -1
+        self._mode = ModeKeys.GLOBAL
+        self._batch_taken = False  # this forward's batch was taken at its step start
         self._closed = False
 
     # ------------------------------------------------------------------ attachment
@@ -111,6 +126,8 @@ class Recorder:
         self._model = model
         self._has_mode_layers = any(isinstance(m, _MODE_LAYERS) for m in model.modules())
         self._handles.append(_optim.register_optimizer_step_post_hook(self._on_optimizer_step))
+        # after the hook's step-start pre-hook (registered first): the batches of steps a trainer starts
+        self._handles.append(model.register_forward_pre_hook(self._on_forward, with_kwargs=True))
         self._handles.append(torch.nn.modules.module.register_module_parameter_registration_hook(
             self._on_parameter_registered))
         self._hook_gradients()
@@ -121,26 +138,65 @@ class Recorder:
         if not trainable:
             return
         chosen = {id(p): p for p in (trainable[0], trainable[-1], min(trainable, key=lambda p: p.numel()))}
-        for p in chosen.values():
-            self._handles.append(p.register_hook(self._make_grad_check(p)))
+        self._checked = list(chosen.values())
+        for i, p in enumerate(self._checked):
+            self._handles.append(p.register_hook(self._make_grad_check(i, p)))
 
-    def _make_grad_check(self, param: torch.nn.Parameter) -> Callable[[torch.Tensor], None]:
+    def _make_grad_check(self, index: int, param: torch.nn.Parameter) -> Callable[[torch.Tensor], None]:
         def check(grad: torch.Tensor) -> None:
-            if self._opt_steps == self._opt_at_last_backward:
-                return  # not the first backward since an optimizer step (or no step yet)
-            self._opt_at_last_backward = self._opt_steps
-            if self._armed:
-                self._stale[0] += 1
-                old = param.grad
-                if old is not None and bool(old.detach().ne(0).any()):
-                    self._stale[1] += 1
+            keys = [k for k, reset in self._windows.items() if k[0] == index and reset is not True]
+            if not keys:
+                return  # no window open for it, or the reset already seen
+            old = param.grad
+            reset = old is None or not bool(old.detach().ne(0).any())
+            for k in keys:
+                self._windows[k] = reset
         return check
+
+    def _held_checked(self, optimizer: Any) -> list[int]:
+        """The checked parameters `optimizer` holds (recomputed when its groups change size)."""
+        groups = tuple(len(g["params"]) for g in optimizer.param_groups)
+        cached = self._checked_of.get(id(optimizer))
+        if cached is None or cached[0] != groups:
+            ids = {id(p) for g in optimizer.param_groups for p in g["params"]}
+            cached = self._checked_of[id(optimizer)] = (groups, [i for i, p in enumerate(self._checked) if id(p) in ids])
+        return cached[1]
 
     def _on_optimizer_step(self, optimizer: Any, args: Any, kwargs: Any) -> None:
         self._opt_steps += 1
-        if id(optimizer) not in self._optimizers:
+        index = self._opt_index.get(id(optimizer))
+        if index is None or self._optimizers.get(id(optimizer)) is not optimizer:
             self._optimizers[id(optimizer)] = optimizer
+            index = self._opt_index[id(optimizer)] = len(self._opt_counts)
+            self._opt_counts.append(0)
+            self._stale_by_opt.append([0, 0])
             self._dirty = True
+        self._opt_counts[index] += 1
+        for p in self._held_checked(optimizer):
+            key = (p, index)
+            if key in self._windows:
+                reset = self._windows.pop(key)
+                if reset is not None:  # a window with no backward into the parameter judges nothing
+                    self._stale[0] += 1
+                    self._stale_by_opt[index][0] += 1
+                    if not reset:
+                        self._stale[1] += 1
+                        self._stale_by_opt[index][1] += 1
+            if self._armed:
+                self._windows[key] = None
+
+    def _on_forward(self, module: torch.nn.Module, args: Any, kwargs: Any) -> None:
+        """The batch of a forward whose step start took none: a micro-batch of a training step a
+        trainer's loop started (hook/frameworks), or a model called with keywords only (the Hugging
+        Face Trainer calls `model(**batch)`)."""
+        if self._batch_taken:
+            self._batch_taken = False
+            return
+        if self._step < 0 or self._mode == ModeKeys.EVAL or not torch.is_grad_enabled():
+            return
+        fp = fingerprint(args if args else kwargs)
+        if fp is not None:
+            self._batches.append((self._step, fp, list(self._opt_counts)))
 
     def _on_parameter_registered(self, module: torch.nn.Module, name: str, param: Any) -> Any:
         if param is not None and self._model is not None and self._step >= 0:
@@ -151,8 +207,11 @@ class Recorder:
 
     # ------------------------------------------------------------------ steps
     def on_step_start(self, step: int, mode: ModeKeys, mode_step: int, module: torch.nn.Module, inputs: Any) -> None:
-        """At each forward of the model (the hook's step start)."""
+        """At each forward of the model (the hook's step start), and at a step a trainer's loop
+        starts (`inputs` None: its batches come to `_on_forward`)."""
         self._step = step
+        self._mode = mode
+        self._batch_taken = False
         grad_enabled = torch.is_grad_enabled()
         if not grad_enabled or mode == ModeKeys.EVAL:
             self._eval_forwards += 1
@@ -164,8 +223,9 @@ class Recorder:
                 self._opt_at_last_eval_train = self._opt_steps
         elif mode != ModeKeys.EVAL:
             fp = fingerprint(inputs[0] if isinstance(inputs, tuple) and inputs else inputs)
-            if fp is not None:
-                self._batches.append((step, fp))
+            if fp is not None:  # with each optimizer's steps so far: a batch used twice within one iteration
+                self._batches.append((step, fp, list(self._opt_counts)))
+                self._batch_taken = True
         self._armed = False
         if mode == ModeKeys.GLOBAL or self.schedule.should_save(mode, mode_step):
             self._record(step, mode, mode_step, module.training, grad_enabled)
@@ -203,8 +263,11 @@ class Recorder:
             self._layout()
         flags = tuple(p.requires_grad for _, p in self._params)
         optimizers = list(self._optimizers.values())
-        held_ids = {id(p) for opt in optimizers for g in opt.param_groups for p in g["params"]}
-        key = (tuple(n for n, _ in self._params), flags, frozenset(held_ids), len(self._new_in_eval))
+        by_index = {self._opt_index[id(o)]: o for o in optimizers if id(o) in self._opt_index}
+        held_by = [{id(p) for g in by_index[i].param_groups for p in g["params"]} if i in by_index else set()
+                   for i in range(len(self._opt_counts))]
+        held_ids = set().union(*held_by)
+        key = (tuple(n for n, _ in self._params), flags, tuple(frozenset(h) for h in held_by), len(self._new_in_eval))
         if key != self._layout_key:
             self._layout_key = key
             self._lines.append({
@@ -214,6 +277,8 @@ class Recorder:
                 "frozen": [n for n, p in self._params if not p.requires_grad],
                 "held": [n for n, p in self._params if id(p) in held_ids],
                 "optimizers": len(optimizers),
+                # per optimizer (in the order of their first step): the indices in `params` it holds
+                "held_by": [[i for i, (_, p) in enumerate(self._params) if id(p) in h] for h in held_by],
                 "buffers": [n for n, _ in self._buffers],
                 "frozen_buffers": self._frozen_buffers(),
                 "new_in_eval": list(self._new_in_eval),
@@ -227,6 +292,7 @@ class Recorder:
             "param_norms": _norms([p for _, p in self._params]),
             "buffer_norms": _norms([b for _, b in self._buffers]),
             "stale_gradients": list(self._stale),
+            "stale_by_optimizer": [list(c) for c in self._stale_by_opt],
             "eval_forwards": self._eval_forwards,
             "eval_train_forwards": self._eval_train_forwards,
             "batches": self._batches,
@@ -268,7 +334,9 @@ class Recorder:
             if not self._lines:
                 self._first_step = self._step
             self._lines.append({"kind": "final", "step": self._step, "optimizer_steps": self._opt_steps,
-                                "stale_gradients": list(self._stale), "eval_forwards": self._eval_forwards,
+                                "stale_gradients": list(self._stale),
+                                "stale_by_optimizer": [list(c) for c in self._stale_by_opt],
+                                "eval_forwards": self._eval_forwards,
                                 "eval_train_forwards": self._eval_train_forwards, "batches": self._batches})
             self._batches = []
         self.flush()

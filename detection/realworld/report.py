@@ -45,9 +45,10 @@ def render(results: list[dict[str, Any]]) -> str:
               + (f" ({', '.join(s['false_alarms'])})" if s["false_alarms"] else ""), ""]
     in_set = [rule for rule in RULES if rule in {r.name for r in RECOMMENDED}]
     rs = summary(results, in_set)
+    left_out = [rule for rule in RULES if rule not in in_set]
     lines += ["## The recommended set (evaluator/recommended.py)", "",
-              f"Its rules beyond Debugger: {', '.join(in_set)} (GradientsNotReset and RepeatedBatches are left out: "
-              "they fire on a standard DCGAN, see evaluator/recommended.py).", "",
+              f"Its rules beyond Debugger: {', '.join(in_set)}"
+              + (f" ({', '.join(left_out)} left out: see evaluator/recommended.py)." if left_out else " (all of them)."), "",
               f"- bugs caught: {len(rs['caught'])}/{n} ({', '.join(rs['caught'])})",
               f"- false alarms: {len(rs['false_alarms'])}/{rs['clean_runs']} fixed and healthy runs"
               + (f" ({', '.join(rs['false_alarms'])})" if rs["false_alarms"] else ""),

@@ -1,4 +1,4 @@
-"""GradientsNotReset: gradients left from before an optimizer step when the next backward starts."""
+"""GradientsNotReset: optimizer steps on gradients left from before that optimizer's previous step."""
 from __future__ import annotations
 
 from typing import Any
@@ -8,12 +8,18 @@ from sdlocal.evaluator.rules._records import Line, RecordRule
 
 
 class GradientsNotReset(RecordRule):
-    """Fires when the first backward after an optimizer step finds the gradients of the step before
-    still there (no `zero_grad`) in more than `max_stale_fraction` of at least `min_checks` checks.
+    """Fires when, for some optimizer, more than `max_stale_fraction` of at least `min_checks`
+    checked steps applied gradients never reset (no `zero_grad`, no `grad = None`) since that
+    optimizer's previous step.
 
-    Gradient accumulation on purpose (optimizer steps every k backwards, `zero_grad` after each)
-    does not fire: only the first backward after a step is checked. The hook checks on its
-    recorded steps (a tensor hook that sees `.grad` before autograd adds to it).
+    Judged per optimizer (the hook's windows: from an optimizer's step to its next one, for the
+    parameters it holds; hook/records.py): a GAN's generator backward runs through the
+    discriminator after the discriminator's step and fills its gradients, which the discriminator's
+    `zero_grad` clears before its next step, so the discriminator's steps are not on stale
+    gradients. Gradient accumulation on purpose (a step every k backwards, `zero_grad` after each
+    step) does not fire either: one backward of the window found the gradients reset. The hook
+    checks the windows opened on its recorded training steps. Records without the per-optimizer
+    counts (an older hook) are judged on their totals.
     """
 
     group = "beyond Debugger"
@@ -28,15 +34,22 @@ class GradientsNotReset(RecordRule):
     def judge_records(self, lines: list[Line], final: bool) -> bool | None:
         verdict: bool | None = None
         for worker, line in lines:
-            counts = line.get("stale_gradients")
-            if not counts or line.get("kind") not in ("step", "final"):
+            if line.get("kind") not in ("step", "final"):
                 continue
-            checked, stale = int(counts[0]), int(counts[1])
-            if checked < self.min_checks:
-                continue
-            if stale > self.fraction * checked:
-                self.reason = (f"{worker}: {stale} of {checked} backwards after an optimizer step found the "
-                               f"previous gradients still there (no zero_grad between steps), up to step {line['step']}")
-                return True
-            verdict = False
+            per_optimizer = line.get("stale_by_optimizer")
+            if per_optimizer is None:
+                counts = line.get("stale_gradients")
+                per_optimizer = [counts] if counts else []
+            for index, counts in enumerate(per_optimizer):
+                checked, stale = int(counts[0]), int(counts[1])
+                if checked < self.min_checks:
+                    continue
+                if stale > self.fraction * checked:
+                    held = (self.layouts.get(worker, {}).get("held_by") or [])[index:index + 1]
+                    holds = f" (holding {len(held[0])} of the model's parameters)" if held else ""
+                    self.reason = (f"{worker}: {stale} of {checked} checked steps of optimizer {index}{holds} applied "
+                                   f"gradients not reset since its previous step (no zero_grad between steps), "
+                                   f"up to step {line['step']}")
+                    return True
+                verdict = False
         return verdict

@@ -1,6 +1,6 @@
 """The recommended rule set raises no alarm on healthy pipelines of the common kinds: each script of
-detection/healthy/ (CNN classifier, LSTM and Transformer language models, VAE, GAN, regression)
-runs through the real `sdlocal run --recommended-rules` (process runtime, every step saved) and
+detection/healthy/ (CNN classifier, LSTM and Transformer language models, VAE, GAN, regression,
+a Hugging Face Trainer fine-tune) runs through the real `sdlocal run --recommended-rules` (process runtime, every step saved) and
 every rule of the set ends NoIssuesFound."""
 from __future__ import annotations
 
@@ -21,12 +21,13 @@ pytestmark = pytest.mark.slow
 LAYER_RULES = {"DeadRelu", "SaturatedActivation", "CheckInputImages"}
 EXPECTED_LAYERS = {  # the rules of LAYER_RULES whose layers (or image inputs) each model has
     "cnn_classifier": {"DeadRelu", "CheckInputImages"}, "gan": {"DeadRelu", "SaturatedActivation", "CheckInputImages"},
+    "hf_finetune": {"SaturatedActivation"},  # BERT's pooler ends in tanh; its feed-forward layers use GELU
     "lstm_lm": set(), "regression": {"SaturatedActivation"}, "transformer_lm": set(), "vae": {"DeadRelu"},
 }
 
 
 def test_the_healthy_scripts_are_the_common_kinds() -> None:
-    assert SCRIPTS == ["cnn_classifier", "gan", "lstm_lm", "regression", "transformer_lm", "vae"]
+    assert SCRIPTS == ["cnn_classifier", "gan", "hf_finetune", "lstm_lm", "regression", "transformer_lm", "vae"]
 
 
 @pytest.mark.parametrize("script", SCRIPTS)

@@ -10,6 +10,7 @@ from pathlib import Path
 import torch
 from torch import nn
 
+from sdlocal.evaluator.api import evaluate_trial
 from sdlocal.hook.config import HookConfig
 from sdlocal.hook.pytorch import Hook
 from sdlocal.trial import create_trial
@@ -80,3 +81,49 @@ def test_smdebug_opens_a_trial_with_records(tmp_path: Path, smdebug_python: Path
     assert theirs["workers"] == ["worker_0"] and theirs["names"] == ["CrossEntropyLoss_output_0"]
     assert "sdlocal_records" in theirs["collections"]
     assert theirs["loss"] == {str(s): float(loss.value(s)) for s in loss.steps()}
+
+
+class _Keywords(nn.Module):
+    """A model called with keywords only, as the Hugging Face Trainer calls one (`model(**batch)`)."""
+
+    def __init__(self) -> None:
+        super().__init__()
+        self.lin = nn.Linear(4, 2)
+
+    def forward(self, features: object = None) -> torch.Tensor:
+        x = features if isinstance(features, torch.Tensor) else torch.as_tensor(features, dtype=torch.float32)
+        return self.lin(x)
+
+
+def _train_keywords(out: Path, as_numpy: bool) -> None:
+    hook = Hook(HookConfig.from_dict({"HookParameters": {"save_interval": "1"},
+                                      "CollectionConfigurations": [{"CollectionName": "sdlocal_records"}]}),
+                out_dir=out)
+    model = _Keywords()
+    hook.register_module(model)
+    opt = torch.optim.SGD(model.parameters(), lr=0.1)
+    for i in range(5):
+        x = torch.full((8, 4), float(i))
+        opt.zero_grad()
+        model(features=x.numpy() if as_numpy else x).sum().backward()
+        opt.step()
+    hook.close()
+
+
+def test_batches_passed_by_keyword_are_fingerprinted(tmp_path: Path) -> None:
+    _train_keywords(tmp_path / "t", as_numpy=False)
+    lines = RecordReader(create_trial(str(tmp_path / "t")).storage).poll()
+    batches = [b for _, line in lines for b in line.get("batches", [])]
+    assert [b[0] for b in batches] == list(range(5)) and len({b[1] for b in batches}) == 5
+    assert [b[2] for b in batches] == [[], [1], [2], [3], [4]]  # the optimizer's steps before each batch
+    assert evaluate_trial(str(tmp_path / "t"), "RepeatedBatches", {}, interval=0.0).status.value == "NoIssuesFound"
+
+
+def test_no_fingerprint_judges_nothing(tmp_path: Path) -> None:
+    # inputs that are not tensors (as inputs on a GPU, which are not read back): RepeatedBatches
+    # judged nothing and says so, rather than NoIssuesFound
+    _train_keywords(tmp_path / "t", as_numpy=True)
+    lines = RecordReader(create_trial(str(tmp_path / "t")).storage).poll()
+    assert lines and not [b for _, line in lines for b in line.get("batches", [])]
+    status = evaluate_trial(str(tmp_path / "t"), "RepeatedBatches", {}, interval=0.0)
+    assert status.status.value == "Error" and "no batch fingerprint" in status.status_details

@@ -3,7 +3,9 @@ on this machine's CPU, torch.distributed over gloo) as a job's container command
 `sdlocal run` (process runtime), the zero-code hook attached in each worker by the job's
 sitecustomize (hook/zero_code). Each worker's trial data is checked against what the Trainer
 logged (its losses are the mean over the workers, its gradients are all-reduced), and the trial is
-opened by the real smdebug 1.0.34's reader.
+opened by the real smdebug 1.0.34's reader. Beside it, the same script under SageMaker's
+`torch_distributed` distribution (torchrun, `sdlocal.hook.run` in each process) with smdebug's
+default `include_workers` (one): only rank 0 writes.
 
 `accelerate launch --cpu --num_processes 2` runs ONE process (accelerate's simple launcher: `--cpu`
 skips its multi-process launcher); several CPU processes are `--multi_gpu --num_processes 2` with a
@@ -44,6 +46,25 @@ print(json.dumps(out))
 """
 
 
+RULES = [{"RuleConfigurationName": "LossNotDecreasing",
+          "RuleParameters": {"rule_to_invoke": "LossNotDecreasing", "num_steps": "2"}}]
+
+
+def _torchrun_spec(tmp_path: Path) -> Path:
+    spec = {
+        "EntryPoint": "hf_trainer.py", "SourceDir": str(SCRIPTS),
+        "HyperParameters": {"max-steps": "6", "eval-steps": "3", "sagemaker_torch_distributed_enabled": "true",
+                            "sagemaker_mpi_num_of_processes_per_host": "2"},
+        "DebugHookConfig": {"S3OutputPath": "s3://sdlocal/jobs", "HookParameters": {"save_interval": "1"},
+                            "CollectionConfigurations": [{"CollectionName": "losses"},
+                                                         {"CollectionName": "gradients"}]},
+        "DebugRuleConfigurations": RULES,
+    }
+    path = tmp_path / "torchrun.yaml"
+    path.write_text(yaml.safe_dump(spec))
+    return path
+
+
 def _spec(tmp_path: Path, arguments: list[str]) -> Path:
     spec: dict[str, Any] = {
         "SourceDir": str(SCRIPTS),
@@ -56,8 +77,7 @@ def _spec(tmp_path: Path, arguments: list[str]) -> Path:
         "DebugHookConfig": {"S3OutputPath": "s3://sdlocal/jobs", "HookParameters": {"save_interval": "1", "include_workers": "all"},
                             "CollectionConfigurations": [{"CollectionName": "losses"},
                                                          {"CollectionName": "gradients"}]},
-        "DebugRuleConfigurations": [{"RuleConfigurationName": "LossNotDecreasing",
-                                     "RuleParameters": {"rule_to_invoke": "LossNotDecreasing", "num_steps": "2"}}],
+        "DebugRuleConfigurations": RULES,
     }
     path = tmp_path / "accelerate.yaml"
     path.write_text(yaml.safe_dump(spec))
@@ -67,14 +87,16 @@ def _spec(tmp_path: Path, arguments: list[str]) -> Path:
 def test_hugging_face_trainer_under_accelerate_launch(tmp_path: Path, moto_server: str,
                                                       smdebug_python: Path) -> None:
     _need("transformers", "accelerate")
-    job = f"hf-accel-{uuid.uuid4().hex[:6]}"
+    tag = uuid.uuid4().hex[:6]
+    job, torchrun = f"hf-accel-{tag}", f"hf-torchrun-{tag}"
     arguments = ["--max-steps", "8", "--eval-steps", "4", "--max-grad-norm", str(CLIP)]
-    proc = sdlocal(["run", str(_spec(tmp_path, arguments)), "--runtime", "process", "--job-name", job],
-                   tmp_path, moto_server)
-    out, err = proc.communicate(timeout=500)
-    assert proc.returncode == 0, err[-4000:]
-    assert {s["RuleConfigurationName"]: s["RuleEvaluationStatus"] for s in json.loads(out)} == \
-        {"LossNotDecreasing": "NoIssuesFound"}
+    procs = {name: sdlocal(["run", str(spec), "--runtime", "process", "--job-name", name], tmp_path, moto_server)
+             for name, spec in ((job, _spec(tmp_path, arguments)), (torchrun, _torchrun_spec(tmp_path)))}
+    for proc in procs.values():
+        out, err = proc.communicate(timeout=500)
+        assert proc.returncode == 0, err[-4000:]
+        assert {s["RuleConfigurationName"]: s["RuleEvaluationStatus"] for s in json.loads(out)} == \
+            {"LossNotDecreasing": "NoIssuesFound"}
     job_dir = tmp_path / "jobs" / job
     log = json.loads(next(job_dir.rglob("log_history.json")).read_text())
     logged = [e for e in log if "loss" in e and "eval_loss" not in e]
@@ -118,3 +140,11 @@ def test_hugging_face_trainer_under_accelerate_launch(tmp_path: Path, moto_serve
     assert seen["gradients"] == len(grads)
     for w in WORKERS:
         np.testing.assert_allclose(seen["losses"][w], train[w], rtol=1e-6)
+
+    # torchrun (torch_distributed), include_workers one: rank 0's trial, the model's gradients only
+    trial = create_trial(tmp_path / "jobs" / torchrun / "output" / "tensors")
+    assert trial.training_ended() and trial.workers() == ["worker_0"]
+    assert trial.steps(mode=TRAIN) == list(range(6)) and trial.steps(mode=EVAL) == list(range(2))
+    grads = trial.tensor_names(collection="gradients")
+    assert len(grads) == len(set(grads)) > 20
+    assert all(g.startswith("gradient/BertForSequenceClassification_") for g in grads)

@@ -2,15 +2,18 @@
 ("Hugging Face and Lightning"): sdlocal's training image plus transformers and accelerate from a
 wheelhouse made on the host (examples/hf/wheelhouse.py, examples/hf/Dockerfile). Unchanged scripts
 (tests/hook/scripts/hf_trainer.py) run by the real `sdlocal run --runtime docker` with a built-in
-rule: the verdicts, and the trial's losses against what the Trainer logged.
+rule: the verdicts, and the trial's losses against what the Trainer logged; and the script under
+`accelerate launch` (2 CPU processes) as the job's container command, each process a worker.
 
 The image is built once per machine: its tag is a digest of the base image's id and the wheels'
 requirements (`sdlocal-test-hf:<digest>`), kept between runs; the wheelhouse stays in
-build/hf-wheelhouse (downloaded again only when the requirements change)."""
+build/hf-wheelhouse (downloaded again only when the requirements change). SDLOCAL_TEST_TRAINING_IMAGE
+names another base image (e.g. one built from a branch), as in tests/docker/test_distributed.py."""
 from __future__ import annotations
 
 import importlib.util
 import json
+import os
 import uuid
 from pathlib import Path
 from typing import Any
@@ -45,7 +48,7 @@ def hf_image(docker_client: Any, sdlocal_images: Any) -> str:
     from sdlocal.launcher.images import build as img
 
     wheelhouse = _wheelhouse_module()
-    base = sdlocal_images.training
+    base = os.environ.get("SDLOCAL_TEST_TRAINING_IMAGE", sdlocal_images.training)
     freeze = docker_client.containers.run(base, entrypoint=["pip"], command=["list", "--format", "freeze"],
                                           remove=True)
     digest = wheelhouse.build(REPO / "build" / "hf-wheelhouse", ["transformers", "accelerate"],
@@ -58,15 +61,22 @@ def hf_image(docker_client: Any, sdlocal_images: Any) -> str:
     return tag
 
 
-def _spec(tmp_path: Path, name: str, image: str, hyper: dict[str, str]) -> Path:
-    spec = {
+def _spec(tmp_path: Path, name: str, image: str, hyper: dict[str, str], command: list[str] | None = None) -> Path:
+    spec: dict[str, Any] = {
         "AlgorithmSpecification": {"TrainingImage": image},
         "EntryPoint": "hf_trainer.py", "SourceDir": str(SCRIPTS), "HyperParameters": hyper,
-        "DebugHookConfig": {"S3OutputPath": "s3://sdlocal/jobs", "HookParameters": {"save_interval": "1"},
+        "DebugHookConfig": {"S3OutputPath": "s3://sdlocal/jobs",
+                            "HookParameters": {"save_interval": "1", "include_workers": "all"},
                             "CollectionConfigurations": [{"CollectionName": "losses"}]},
         "DebugRuleConfigurations": [{"RuleConfigurationName": "LossNotDecreasing",
                                      "RuleParameters": {"rule_to_invoke": "LossNotDecreasing", "num_steps": "2"}}],
     }
+    if command is not None:  # the image's own `accelerate`, the script and its arguments
+        spec["AlgorithmSpecification"].update({
+            "ContainerEntrypoint": ["accelerate", "launch", "--multi_gpu", "--num_processes", "2", "--num_machines",
+                                    "1", "--mixed_precision", "no", "--dynamo_backend", "no"],
+            "ContainerArguments": ["hf_trainer.py", *command]})
+        del spec["EntryPoint"], spec["HyperParameters"]
     path = tmp_path / f"{name}.yaml"
     path.write_text(yaml.safe_dump(spec))
     return path
@@ -79,9 +89,10 @@ def _losses(trial: Any, mode: ModeKeys) -> list[float]:
 
 def test_hugging_face_trainer_in_a_users_image(hf_image: str, tmp_path: Path, moto_server: str) -> None:
     tag = uuid.uuid4().hex[:6]
-    ok, up = f"dk-hf-ok-{tag}", f"dk-hf-up-{tag}"
+    ok, up, accel = f"dk-hf-ok-{tag}", f"dk-hf-up-{tag}", f"dk-hf-accel-{tag}"
     specs = {ok: _spec(tmp_path, "ok", hf_image, {"max-steps": "8", "eval-steps": "4"}),
-             up: _spec(tmp_path, "up", hf_image, {"case": "diverging", "max-steps": "8"})}
+             up: _spec(tmp_path, "up", hf_image, {"case": "diverging", "max-steps": "8"}),
+             accel: _spec(tmp_path, "accel", hf_image, {}, ["--max-steps", "6", "--eval-steps", "3"])}
     procs = {job: sdlocal(["run", str(spec), "--runtime", "docker", "--job-name", job], tmp_path, moto_server)
              for job, spec in specs.items()}
     verdicts = {}
@@ -90,7 +101,8 @@ def test_hugging_face_trainer_in_a_users_image(hf_image: str, tmp_path: Path, mo
         assert proc.returncode == 0, err[-3000:]
         assert f"TrainingImage {hf_image}" not in err  # run as given, not mapped to sdlocal's image
         verdicts[job] = {s["RuleConfigurationName"]: s["RuleEvaluationStatus"] for s in json.loads(out)}
-    assert verdicts == {ok: {"LossNotDecreasing": "NoIssuesFound"}, up: {"LossNotDecreasing": "IssuesFound"}}
+    assert verdicts == {ok: {"LossNotDecreasing": "NoIssuesFound"}, up: {"LossNotDecreasing": "IssuesFound"},
+                        accel: {"LossNotDecreasing": "NoIssuesFound"}}
 
     trial = create_trial(tmp_path / "jobs" / ok / "output" / "tensors")
     assert trial.training_ended()
@@ -103,3 +115,12 @@ def test_hugging_face_trainer_in_a_users_image(hf_image: str, tmp_path: Path, mo
                                [e["eval_loss"] for e in log if "eval_loss" in e], rtol=1e-4)
     up_losses = _losses(create_trial(tmp_path / "jobs" / up / "output" / "tensors"), TRAIN)
     assert up_losses[-1] > 10 * up_losses[0]
+
+    # accelerate launch: a worker per process, each its own batches; the Trainer logs their mean
+    trial = create_trial(tmp_path / "jobs" / accel / "output" / "tensors")
+    assert trial.training_ended() and sorted(trial.workers()) == ["worker_0", "worker_1"]
+    assert trial.steps(mode=TRAIN) == list(range(6)) and trial.steps(mode=EVAL) == list(range(2))
+    loss = trial.tensor("loss_output_0")
+    per_worker = [[float(loss.value(s, mode=TRAIN, worker=w)) for s in range(6)] for w in ("worker_0", "worker_1")]
+    log = json.loads((tmp_path / "jobs" / accel / "model" / "log_history.json").read_text())
+    np.testing.assert_allclose(np.mean(per_worker, axis=0), [e["loss"] for e in log if "loss" in e], rtol=1e-3)

@@ -23,6 +23,7 @@ instead of smdebug's GLOBAL, unless the script calls `set_mode` itself.
 """
 from __future__ import annotations
 
+import functools
 from types import ModuleType
 from typing import Any
 
@@ -71,6 +72,7 @@ def _patch_trainer(module: ModuleType) -> None:
         return
     original = trainer.prediction_step
 
+    @functools.wraps(original)
     def prediction_step(self: Any, *args: Any, **kwargs: Any) -> Any:
         out = original(self, *args, **kwargs)
         attacher = _autoattach.active()

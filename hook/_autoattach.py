@@ -91,9 +91,12 @@ class TimelineHook:
 
 
 def _inside(hook: Hook, module: torch.nn.Module) -> bool:
-    """Whether `module` is (part of) a model the hook watches already."""
-    watched = [hook._model, *(m for m, _ in hook._extra_models)]
-    return any(module is sub for w in watched if w is not None for sub in w.modules())
+    """Whether `module` is (part of) a model the hook watches already, or a wrapper of one (the
+    `DistributedDataParallel` that accelerate and the Trainer wrap the model in: watching it too
+    would save every gradient twice, under a second name)."""
+    watched = [w for w in (hook._model, *(m for m, _ in hook._extra_models)) if w is not None]
+    return (any(module is sub for w in watched for sub in w.modules())
+            or any(w is sub for sub in module.modules() for w in watched))
 
 
 _active: AutoAttach | None = None  # this process's (for hook/frameworks)

@@ -8,7 +8,12 @@ Steps (documented in README, "Hugging Face and Lightning"):
   optimizer step (`on_pre_optimizer_step`: accumulated, unscaled, clipped); its weights are those
   its first micro-batch's forward saw.
 - EVAL steps are the evaluation batches (`trainer.evaluate()`, `eval_strategy="steps"`, predict),
-  one step each, numbered on across evaluations; their loss is the model output's `loss`.
+  one step each, numbered on across evaluations; their loss is the batch's loss as the Trainer
+  computes it (`Trainer.prediction_step`'s: the `eval_loss` it logs is their mean), else (a
+  `prediction_step` of the script's own that returns none) the model output's `loss`. Under several
+  processes (`accelerate launch`, torchrun) the Trainer multiplies a model's loss by the number of
+  processes when the model takes loss keyword arguments (`average_tokens_across_devices`): TRAIN and
+  EVAL losses are both the Trainer's, so they stay on one scale, the one it logs.
 - The global step counts both, in the order they ran.
 
 A script whose own smdebug hook is the job's hook (a `TrainerCallback` of its own calling
@@ -18,6 +23,7 @@ instead of smdebug's GLOBAL, unless the script calls `set_mode` itself.
 """
 from __future__ import annotations
 
+import functools
 from types import ModuleType
 from typing import Any
 
@@ -26,20 +32,22 @@ from sdlocal.hook.frameworks import OnImport
 from sdlocal.trial.modes import ModeKeys
 
 MODULE = "transformers.trainer_callback"
-_finder: OnImport | None = None
+TRAINER_MODULE = "transformers.trainer"
+_finders: list[OnImport] = []
 
 
 def install() -> None:
-    """Add the callback to every Trainer the script makes (transformers patched when imported)."""
-    global _finder
-    if _finder is None:
-        _finder = OnImport(MODULE, _patch)
-    _finder.install()
+    """Add the callback to every Trainer the script makes, and take each evaluation batch's loss
+    from `Trainer.prediction_step` (transformers patched when imported)."""
+    if not _finders:
+        _finders.extend([OnImport(MODULE, _patch), OnImport(TRAINER_MODULE, _patch_trainer)])
+    for finder in _finders:
+        finder.install()
 
 
 def uninstall() -> None:
-    if _finder is not None:
-        _finder.uninstall()
+    for finder in _finders:
+        finder.uninstall()
 
 
 def _patch(module: ModuleType) -> None:
@@ -56,6 +64,24 @@ def _patch(module: ModuleType) -> None:
 
     handler.__init__ = init
     handler._sdlocal_patched = True
+
+
+def _patch_trainer(module: ModuleType) -> None:
+    trainer = module.Trainer
+    if getattr(trainer, "_sdlocal_patched", False):
+        return
+    original = trainer.prediction_step
+
+    @functools.wraps(original)
+    def prediction_step(self: Any, *args: Any, **kwargs: Any) -> Any:
+        out = original(self, *args, **kwargs)
+        attacher = _autoattach.active()
+        if attacher is not None and isinstance(out, tuple) and out:
+            attacher.losses.save(out[0])  # (a None or non-scalar loss is ignored)
+        return out
+
+    trainer.prediction_step = prediction_step
+    trainer._sdlocal_patched = True
 
 
 def _callback_class(base: type) -> type:

@@ -1,6 +1,6 @@
 """The XGBoost example job (examples/xgboost/job.yaml) with the docker runtime: the training image
 runs the XGBoost script (the script's own smdebug.xgboost hook, and zero-code), the rules reach the
-same verdicts as under the process runtime (tests/launcher/test_xgboost_e2e.py), and the report
+same verdicts as under the process runtime (tests/launcher/e2e/test_xgboost_algorithm_e2e.py), and the report
 and TensorBoard files land in S3."""
 from __future__ import annotations
 

@@ -25,7 +25,7 @@ import yaml
 from sdlocal.trial import create_trial
 from sdlocal.trial.modes import ModeKeys
 from tests.hook.test_frameworks import SCRIPTS, _need
-from tests.launcher.test_e2e import sdlocal
+from tests.launcher.e2e.test_e2e import sdlocal
 
 pytestmark = pytest.mark.slow
 TRAIN, EVAL = ModeKeys.TRAIN, ModeKeys.EVAL

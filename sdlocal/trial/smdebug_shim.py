@@ -12,16 +12,19 @@ from __future__ import annotations
 import sys
 from pathlib import Path
 
-# the repository (trial/ is its top-level folder) or, in a wheel install, site-packages/sdlocal
-_ROOT = Path(__file__).resolve().parent.parent
+# the package sdlocal/: in a wheel install site-packages/sdlocal (compat/ inside it), in a checkout
+# the repository's sdlocal/ (compat/ beside it, at the repository's root)
+_PACKAGE = Path(__file__).resolve().parent.parent
 
 
 def compat_dir() -> Path:
-    """The folder that holds sdlocal's `smdebug` package: `compat/` beside trial/ in both layouts."""
-    candidate = _ROOT / "compat"
-    if (candidate / "smdebug" / "__init__.py").is_file():
-        return candidate
-    raise RuntimeError(f"sdlocal's smdebug package is missing (looked in {candidate})")
+    """The folder that holds sdlocal's `smdebug` package: sdlocal/compat/ in a wheel install, the
+    repository's compat/ in a checkout."""
+    candidates = (_PACKAGE / "compat", _PACKAGE.parent / "compat")
+    for candidate in candidates:
+        if (candidate / "smdebug" / "__init__.py").is_file():
+            return candidate
+    raise RuntimeError(f"sdlocal's smdebug package is missing (looked in {' and '.join(map(str, candidates))})")
 
 
 def is_sdlocal_smdebug(module: object) -> bool:

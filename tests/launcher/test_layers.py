@@ -10,7 +10,7 @@ from collections import defaultdict
 from pathlib import Path
 
 REPO = Path(__file__).resolve().parents[2]
-LAUNCHER = REPO / "launcher"
+LAUNCHER = REPO / "sdlocal" / "launcher"
 KNOWN_CIRCLES: list[list[str]] = []  # none: keep it so
 
 
@@ -84,10 +84,10 @@ def test_no_circle_between_modules_nor_roles() -> None:
 def test_only_the_job_record_reads_and_writes_job_json() -> None:
     naming = sorted(str(p.relative_to(REPO)) for p in LAUNCHER.rglob("*.py")
                     if re.search(r"""["']job\.json["']""", p.read_text()))
-    assert naming == ["launcher/jobdir/folder.py"]  # the folder's layout names it, as its other files
+    assert naming == ["sdlocal/launcher/jobdir/folder.py"]  # the folder's layout names it, as its other files
     touching = sorted(str(p.relative_to(REPO)) for p in LAUNCHER.rglob("*.py")
                       if re.search(r"\.record\.(read|write|open)|\bRECORD\b", p.read_text()))
-    assert touching == ["launcher/job/record.py", "launcher/jobdir/folder.py"]
+    assert touching == ["sdlocal/launcher/job/record.py", "sdlocal/launcher/jobdir/folder.py"]
 
 
 def test_every_path_the_design_names_exists() -> None:

@@ -215,8 +215,8 @@ def build_wheelhouse(
 
 def find_build_context(start: Path | None = None) -> Path:
     """The directory holding Dockerfile.training/.evaluator: a clone of the repository (an editable
-    install finds it above the `launcher` folder; else the current directory)."""
-    candidates = [start] if start else [Path(__file__).resolve().parents[2], Path.cwd()]
+    install finds it above the `sdlocal` folder; else the current directory)."""
+    candidates = [start] if start else [Path(__file__).resolve().parents[3], Path.cwd()]
     for path in candidates:
         if path and (path / "Dockerfile.evaluator").is_file() and (path / "Dockerfile.training").is_file():
             return path

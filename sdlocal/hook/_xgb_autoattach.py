@@ -2,7 +2,7 @@
 callback when the script passes none.
 
 `xgboost` is not imported here: when the script imports it, a meta-path finder patches the module
-right after it loads (a PyTorch job pays nothing). The patched `train` (also the name the sklearn
+right after it loads (hook/_on_import.py; a PyTorch job pays nothing). The patched `train` (also the name the sklearn
 wrappers call) adds one zero-code hook, shared by every call (steps continue), and gives it what
 the call shows: the params as hyperparameters, `dtrain` as the SHAP data, the first evaluation
 set that is not `dtrain` as the validation data (predictions, labels). A script that passes its
@@ -11,45 +11,13 @@ own hook (any hook.xgboost.Hook, smdebug.xgboost.Hook included) trains with that
 from __future__ import annotations
 
 import functools
-import importlib.abc
-import importlib.machinery
 import inspect
-import sys
-from collections.abc import Callable, Sequence
 from types import ModuleType
 from typing import Any
 
 from sdlocal.hook import _tensorboard
+from sdlocal.hook._on_import import OnImport
 from sdlocal.hook.config import HookConfig
-
-
-class _Finder(importlib.abc.MetaPathFinder):
-    def __init__(self, on_load: Callable[[ModuleType], None]) -> None:
-        self._on_load = on_load
-
-    def find_spec(self, fullname: str, path: Sequence[str] | None, target: ModuleType | None = None
-                  ) -> importlib.machinery.ModuleSpec | None:
-        if fullname != "xgboost":
-            return None
-        sys.meta_path.remove(self)  # find the real spec once, without us
-        try:
-            spec = importlib.machinery.PathFinder.find_spec(fullname, path)
-        finally:
-            sys.meta_path.insert(0, self)
-        if spec is None or spec.loader is None:
-            return None
-        loader, on_load = spec.loader, self._on_load
-
-        class _Loader(importlib.abc.Loader):
-            def create_module(self, spec: importlib.machinery.ModuleSpec) -> ModuleType | None:
-                return loader.create_module(spec)
-
-            def exec_module(self, module: ModuleType) -> None:
-                loader.exec_module(module)
-                on_load(module)
-
-        spec.loader = _Loader()
-        return spec
 
 
 class XGBoostAttach:
@@ -58,19 +26,12 @@ class XGBoostAttach:
     def __init__(self, config: HookConfig) -> None:
         self.config = config
         self.hook: Any = None
-        self._finder: _Finder | None = None
+        self._on_import = OnImport("xgboost", self._patch)
 
     def install(self) -> None:
-        module = sys.modules.get("xgboost")
-        if module is not None:
-            self._patch(module)
-        else:
-            self._finder = _Finder(self._patch)
-            sys.meta_path.insert(0, self._finder)
+        self._on_import.install()
 
     def _patch(self, xgb: ModuleType) -> None:
-        if self._finder is not None and self._finder in sys.meta_path:
-            sys.meta_path.remove(self._finder)
         from sdlocal.hook import xgboost as engine
 
         original = xgb.training.train
@@ -111,7 +72,6 @@ class XGBoostAttach:
         return hook
 
     def close(self) -> None:
-        if self._finder is not None and self._finder in sys.meta_path:
-            sys.meta_path.remove(self._finder)
+        self._on_import.uninstall()
         if self.hook is not None:
             self.hook.close()

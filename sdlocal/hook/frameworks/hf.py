@@ -28,7 +28,7 @@ from types import ModuleType
 from typing import Any
 
 from sdlocal.hook import _autoattach, _current
-from sdlocal.hook.frameworks import OnImport
+from sdlocal.hook._on_import import OnImport
 from sdlocal.trial.modes import ModeKeys
 
 MODULE = "transformers.trainer_callback"

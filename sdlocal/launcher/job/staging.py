@@ -99,8 +99,8 @@ def _download_prefix(s3: Buckets, channel: Channel, dest: Path, stop: threading.
             seen += 1
             if (seen - 1) % hosts != index:  # another host's share
                 continue
-            rel = key[len(prefix):].lstrip("/")
-            if not rel or not _stays_inside(PurePosixPath(rel)):
+            rel = untar.normalized_path(key[len(prefix):].lstrip("/"))  # None: it climbs out
+            if not rel:
                 raise JobError(f"channel {channel.name}: S3 key {key!r} would be written outside "
                                f"{dest}; refused")
             if stop is not None and stop.is_set():
@@ -147,16 +147,6 @@ def _unpack(archive: Path, dest: Path, uri: str) -> None:
     except (tarfile.TarError, EOFError, OSError, zlib.error) as e:
         raise JobError(f"SourceDir {uri}: not a readable gzipped tar archive (the SDK's sourcedir.tar.gz): "
                        f"{one_line(e)}") from e
-
-
-def _stays_inside(path: PurePosixPath) -> bool:
-    """True when a relative path never climbs above its starting folder."""
-    depth = 0
-    for part in path.parts:
-        depth += -1 if part == ".." else (0 if part == "." else 1)
-        if depth < 0:
-            return False
-    return True
 
 
 def remove_staged(root: Path) -> None:

@@ -43,7 +43,7 @@ class Limits:
     bytes: int
 
 
-def _normalized(name: str) -> str | None:
+def normalized_path(name: str) -> str | None:
     """`./a//b/` -> 'a/b'; '' for the folder itself; None for a name that climbs out or is absolute."""
     if name.startswith("/") or "\x00" in name:
         return None
@@ -86,7 +86,7 @@ def read_members(tar: tarfile.TarFile, limits: Limits) -> list[tarfile.TarInfo]:
                 raise UnsafeArchive(f"unpacks to more than {limits.bytes:,} bytes at member {member.name!r} "
                                     f"(the limit: SDLOCAL_SOURCE_MAX_BYTES); refused")
         _check_length(member)
-        if _normalized(member.name) is None:
+        if normalized_path(member.name) is None:
             raise UnsafeArchive(f"member {member.name!r} would be extracted outside the code folder; refused")
         if not (member.isfile() or member.isdir() or member.issym() or member.islnk()):
             raise UnsafeArchive(f"member {member.name!r} is a device or FIFO; refused")
@@ -99,7 +99,7 @@ class _Links:
     def __init__(self, members: list[tarfile.TarInfo]) -> None:
         self.targets: dict[str, str] = {}
         for member in members:  # a later member of the same name replaces an earlier one
-            name = _normalized(member.name) or ""
+            name = normalized_path(member.name) or ""
             if member.issym():
                 self.targets[name] = member.linkname
             else:
@@ -162,10 +162,10 @@ def _file_mode(member: tarfile.TarInfo) -> int:
 def extract(tar: tarfile.TarFile, members: list[tarfile.TarInfo], dest: Path) -> None:
     """Unpack `members` (from `read_members`) into `dest` as the module docstring says."""
     links = _Links(members)
-    final = {(_normalized(m.name) or ""): m for m in members}  # the last member of each name wins
+    final = {(normalized_path(m.name) or ""): m for m in members}  # the last member of each name wins
     written: dict[str, Path] = {}
     for member in members:
-        name = _normalized(member.name) or ""
+        name = normalized_path(member.name) or ""
         through = links.below_a_link(name)
         if through is not None:
             raise UnsafeArchive(f"member {member.name!r} would be written through the link {through!r}; refused")
@@ -175,13 +175,13 @@ def extract(tar: tarfile.TarFile, members: list[tarfile.TarInfo], dest: Path) ->
                 raise UnsafeArchive(f"link {member.name!r} -> {member.linkname!r} points outside the code folder; "
                                     "refused")
         elif member.islnk():
-            target = _normalized(member.linkname)
+            target = normalized_path(member.linkname)
             source = final.get(target) if target is not None else None
             if source is None or not source.isfile() or links.below_a_link(target or "") is not None:
                 raise UnsafeArchive(f"link {member.name!r} -> {member.linkname!r} points outside the code folder "
                                     "(a hard link must name a regular file of the archive); refused")
     for member in members:  # 2. folders, files, hard links: no symlink exists yet
-        name = _normalized(member.name) or ""
+        name = normalized_path(member.name) or ""
         if final[name] is not member or member.issym():
             continue
         if member.isdir():
@@ -190,7 +190,7 @@ def extract(tar: tarfile.TarFile, members: list[tarfile.TarInfo], dest: Path) ->
         parent = _real_folder(dest, posixpath.dirname(name))
         path = parent / posixpath.basename(name)
         if member.islnk():
-            source_path = written.get(_normalized(member.linkname) or "")
+            source_path = written.get(normalized_path(member.linkname) or "")
             if source_path is None:
                 raise UnsafeArchive(f"hard link {member.name!r} comes before its file {member.linkname!r}; refused")
             try:
@@ -207,7 +207,7 @@ def extract(tar: tarfile.TarFile, members: list[tarfile.TarInfo], dest: Path) ->
         os.utime(path, (member.mtime, member.mtime), follow_symlinks=False)
         written[name] = path
     for member in members:  # 3. symlinks, last
-        name = _normalized(member.name) or ""
+        name = normalized_path(member.name) or ""
         if final[name] is not member or not member.issym():
             continue
         path = _real_folder(dest, posixpath.dirname(name)) / posixpath.basename(name)

@@ -52,3 +52,31 @@ def test_oversized_and_deeply_nested_bodies_are_refused(server: ServeServer) -> 
     assert server.api.jobs == {}
     status, answer = post(server, "ListTrainingJobs", b"{}")  # the server is still there
     assert status == 200 and answer["TrainingJobSummaries"] == []
+
+
+def test_iam_and_sts_bodies_are_bounded_as_the_api_s(server: ServeServer) -> None:  # noqa: F811
+    """The SDK v3's IAM/STS calls share the API's body reader: a body over the limit is a 413 and
+    a Content-Length that is no number a 400, never a 500, and the server stays up."""
+    auth = "AWS4-HMAC-SHA256 Credential=testing/20261128/us-east-1/sts/aws4_request, SignedHeaders=host, Signature=0"
+
+    def send(body: bytes, length: str) -> tuple[int, dict[str, Any]]:
+        conn = http.client.HTTPConnection("127.0.0.1", server.port, timeout=30)
+        try:
+            conn.putrequest("POST", "/")
+            for key, value in (("Authorization", auth), ("Content-Type", "application/x-www-form-urlencoded"),
+                               ("Content-Length", length)):
+                conn.putheader(key, value)
+            conn.endheaders(body)
+            resp = conn.getresponse()
+            return resp.status, json.loads(resp.read())
+        finally:
+            conn.close()
+
+    big = b"Action=GetCallerIdentity&Padding=" + b"x" * (2 << 20)
+    status, answer = send(big, str(len(big)))
+    assert status == 413 and answer["__type"] == "ValidationException"
+    assert answer["message"].startswith(f"the request body is {len(big):,} bytes: over the limit")
+    status, answer = send(b"Action=GetCallerIdentity", "twenty")
+    assert status == 400 and answer == {"__type": "SerializationException", "message": "Content-Length is not a number"}
+    status, answer = post(server, "ListTrainingJobs", b"{}")
+    assert status == 200

@@ -44,8 +44,8 @@ def _json_depth(value: Any) -> int:
     return deepest
 
 
-def read_json_body(environ: dict[str, Any]) -> Any:
-    """The request's JSON body, within MAX_BODY_BYTES and MAX_JSON_DEPTH; ApiError otherwise."""
+def read_body(environ: dict[str, Any]) -> bytes:
+    """The request's body, within MAX_BODY_BYTES (a 413 ApiError over it); b"" when it has none."""
     try:
         length = int(environ.get("CONTENT_LENGTH") or 0)
     except ValueError:
@@ -53,7 +53,12 @@ def read_json_body(environ: dict[str, Any]) -> Any:
     if length > MAX_BODY_BYTES:
         raise ApiError("ValidationException", f"the request body is {length:,} bytes: over the limit of "
                                               f"{MAX_BODY_BYTES:,} bytes", status=413)
-    raw = environ["wsgi.input"].read(length) if length else b"{}"
+    return bytes(environ["wsgi.input"].read(length)) if length > 0 else b""
+
+
+def read_json_body(environ: dict[str, Any]) -> Any:
+    """The request's JSON body, within MAX_BODY_BYTES and MAX_JSON_DEPTH; ApiError otherwise."""
+    raw = read_body(environ)
     try:
         body = json.loads(raw or b"{}")
     except RecursionError:
@@ -87,11 +92,10 @@ class Dispatcher:
         if not target.startswith(_TARGET_PREFIX):
             service = signing_service(environ.get("HTTP_AUTHORIZATION", ""))
             if service in ("iam", "sts"):  # the SDK v3's role checks, answered as for a permitted role
-                length = int(environ.get("CONTENT_LENGTH") or 0)
-                if length > MAX_BODY_BYTES:
-                    return _json_response(start_response, 413, {"__type": "ValidationException",
-                                                                "message": f"request body over {MAX_BODY_BYTES:,} bytes"})
-                raw = environ["wsgi.input"].read(length)
+                try:
+                    raw = read_body(environ)
+                except ApiError as e:
+                    return _json_response(start_response, e.status, {"__type": e.code, "message": e.message})
                 answered = iam.answer(service, raw)
                 if answered is not None:
                     start_response("200 OK", [("Content-Type", "text/xml"), ("Content-Length", str(len(answered)))])

@@ -26,7 +26,7 @@ import heapq
 import io
 import os
 import threading
-from collections.abc import Callable
+from collections.abc import Callable, Iterator
 from typing import Any
 
 from sdlocal.launcher.s3.store import DiskStore, StoredObject, after_prefix
@@ -76,9 +76,12 @@ class DiskBody:
         self._written = None
 
 
+CHUNK = 1 << 20  # what a ranged GET's body is sent in
+
+
 class StoredRange:
-    """A stored object's bytes as moto's ranged GET uses them (`len`, then one slice): the slice
-    reads only its bytes from the file."""
+    """A stored object's bytes as moto's ranged GET uses them (`len`, then one slice): the slice is
+    the range's bytes, read from the file only as they are sent (`RangeBody`)."""
 
     def __init__(self, obj: StoredObject) -> None:
         self.obj = obj
@@ -86,20 +89,50 @@ class StoredRange:
     def __len__(self) -> int:
         return self.obj.size
 
-    def __getitem__(self, part: slice) -> bytes:
+    def __getitem__(self, part: slice) -> RangeBody:
         if not isinstance(part, slice):
             raise TypeError("a stored object's bytes are sliced, not indexed")
         start, stop, step = part.indices(self.obj.size)
         if step != 1:
             raise ValueError("a stored object's bytes are sliced with step 1")
-        if stop <= start:
-            return b""
-        with open(self.obj.path, "rb") as f:
-            f.seek(self.obj.offset + start)
-            return f.read(stop - start)
+        return RangeBody(self.obj, start, max(0, stop - start))
 
     def whole(self) -> bytes:
-        return self[:]
+        with open(self.obj.path, "rb") as f:
+            f.seek(self.obj.offset)
+            return f.read(self.obj.size)
+
+
+class RangeBody:
+    """`length` bytes of a stored object from `start`, as the answer's body: an iterable of chunks
+    (WSGI streams it), read from the file opened now (an object replaced meanwhile is sent as it was
+    when the request read its index row), so no body is ever whole in the server's memory."""
+
+    def __init__(self, obj: StoredObject, start: int, length: int) -> None:
+        self.length = length
+        self._file = open(obj.path, "rb")  # noqa: SIM115 - closed when the body is sent (or dropped)
+        self._file.seek(obj.offset + start)
+
+    def __len__(self) -> int:
+        return self.length
+
+    def __iter__(self) -> Iterator[bytes]:
+        try:
+            left = self.length
+            while left > 0:
+                data = self._file.read(min(CHUNK, left))
+                if not data:
+                    return
+                left -= len(data)
+                yield data
+        finally:
+            self.close()
+
+    def close(self) -> None:
+        self._file.close()
+
+    def __del__(self) -> None:
+        self.close()
 
 
 def _ranged_value(value: property) -> property:

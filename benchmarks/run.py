@@ -39,6 +39,7 @@ from benchmarks.settings import (  # noqa: E402
     REPO_ROOT,
     WORKERS,
     BenchSettings,
+    baseline_pythonpath,
     our_python,
     smdebug_python,
 )
@@ -123,7 +124,8 @@ def run_training(settings: BenchSettings, side_python: Path | None, work: Path, 
             args = ["--variant", hook_variant, "--interval", str(max(interval, 1)),
                     "--steps", str(settings.steps), "--warmup", str(settings.warmup), "--out-dir", str(out_dir)]
             # the other checkout's hook: its packages first on the path (the harness stays this one's)
-            extra = {"PYTHONPATH": str(baseline_root)} if variant == "ours-baseline" and baseline_root else None
+            extra = ({"PYTHONPATH": baseline_pythonpath(baseline_root, work)}
+                     if variant == "ours-baseline" and baseline_root else None)
             result = run_worker(python, "train.py", args, side, settings.worker_timeout_s, pin_malloc, extra)
             if hook_variant != "none":
                 result.update(check_trial(out_dir, total_steps, interval))

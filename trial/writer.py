@@ -28,18 +28,42 @@ def collections_key(worker: str) -> str:
     return f"collections/000000000/{worker}_collections.json"
 
 
+_IOV_MAX = 1024  # parts per writev call (Linux's IOV_MAX)
+
+
+def _write_all(fd: int, data: bytes | Sequence[bytes | memoryview]) -> None:
+    """Every byte of `data` (bytes, or parts one after the other) to `fd`: parts in writev calls of
+    up to _IOV_MAX (one call per step's file, where buffered writelines made one write per large part
+    and one per run of small ones), large parts straight from the arrays' memory, without the GIL."""
+    parts = [data] if isinstance(data, bytes) else [p if isinstance(p, memoryview) else memoryview(p) for p in data]
+    parts = [p.cast("B") if isinstance(p, memoryview) and (p.ndim != 1 or p.format != "B") else p for p in parts]
+    while parts:
+        batch = parts[:_IOV_MAX]
+        written = os.writev(fd, batch)
+        if not written and any(len(p) for p in batch):
+            raise OSError(f"writev wrote nothing of {sum(len(p) for p in batch)} bytes")
+        # a short write (a signal, a full disk's last bytes): go on from where it stopped
+        while batch and written >= len(batch[0]):
+            written -= len(batch[0])
+            batch.pop(0)
+            parts.pop(0)
+        if written:
+            parts[0] = memoryview(parts[0])[written:]
+
+
 def _atomic_write(path: Path, data: bytes | Sequence[bytes | memoryview], tmp_name: str | None = None) -> None:
     """Write `data` (bytes, or parts written one after the other) to `path.tmp` (or `tmp_name` beside
     it: a file several writers write), then rename."""
-    path.parent.mkdir(parents=True, exist_ok=True)
     tmp = path.with_name(tmp_name or path.name + ".tmp")
-    with open(tmp, "wb") as f:
-        if isinstance(data, bytes):
-            f.write(data)
-        else:
-            # No join: large tensor parts go to the file straight from the arrays' memory (and
-            # without the GIL), small headers through the file's buffer.
-            f.writelines(data)
+    try:
+        fd = os.open(tmp, os.O_WRONLY | os.O_CREAT | os.O_TRUNC | os.O_CLOEXEC, 0o666)
+    except FileNotFoundError:  # the folder is new (a step's own events folder) or was removed
+        path.parent.mkdir(parents=True, exist_ok=True)
+        fd = os.open(tmp, os.O_WRONLY | os.O_CREAT | os.O_TRUNC | os.O_CLOEXEC, 0o666)
+    try:
+        _write_all(fd, data)
+    finally:
+        os.close(fd)
     os.replace(tmp, path)
 
 

@@ -4,11 +4,12 @@ from __future__ import annotations
 
 import json
 from pathlib import Path
+from typing import Any
 
 import numpy as np
 import pytest
 
-from sdlocal.trial import Collection, CollectionsFile, CorruptRecordError, ModeKeys, TrialWriter
+from sdlocal.trial import Collection, CollectionsFile, CorruptRecordError, ModeKeys, TrialWriter, create_trial
 from sdlocal.trial.proto import decode_event, encode_event
 from sdlocal.trial.tfrecord import FOOTER, decode_record, encode_record, iter_records, masked_crc32c
 
@@ -103,3 +104,31 @@ def test_hand_encoded_tensor_matches_protobuf(dtype: str, shape: tuple[int, ...]
     value = np.ones(shape, dtype=dtype)
     expected = make_tensor_proto("t/x", value).SerializeToString()
     assert b"".join(_tensor_parts("t/x", value)) == expected
+
+
+def test_a_step_file_is_whole_through_short_writes(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    """The step's parts go out in writev calls; a call that writes only part of them (a signal, a
+    nearly full disk) is followed by the rest, from the byte where it stopped."""
+    import os
+
+    from sdlocal.trial import writer as writer_module
+
+    values = [("a", np.arange(3000, dtype=np.float32).reshape(30, 100)), ("b", np.float64(2.5)),
+              ("c", np.ones((7, 9), dtype=np.int64))]
+    TrialWriter(tmp_path / "whole").write_step(4, ModeKeys.TRAIN, 4, values, wall_time=1.5)
+    real_writev = os.writev
+    calls = []
+
+    def short_writev(fd: int, buffers: list[Any]) -> int:
+        calls.append(len(buffers))
+        first = memoryview(buffers[0]).cast("B")
+        return real_writev(fd, [first[:max(1, len(first) // 3)]])  # a third of the first part at most
+
+    monkeypatch.setattr(writer_module.os, "writev", short_writev)
+    TrialWriter(tmp_path / "short").write_step(4, ModeKeys.TRAIN, 4, values, wall_time=1.5)
+    monkeypatch.undo()
+    key = "events/000000000004/000000000004_worker_0.tfevents"
+    assert (tmp_path / "short" / key).read_bytes() == (tmp_path / "whole" / key).read_bytes()
+    assert len(calls) > 10
+    trial = create_trial(str(tmp_path / "short"))
+    np.testing.assert_array_equal(trial.tensor("a").value(4), values[0][1])

@@ -16,8 +16,9 @@ round, for each trial, every (server, reader) pair in a shuffled order, a fresh 
 `facade-baseline` (the facade of another checkout: its client side). Every read must give the
 values and checksum of the local read of the same trial, else the run fails. Printed: per trial,
 server and reader, the median and fastest read time and GB/s (10^9 bytes of values per second),
-and ranged / whole as the paired ratio (median over rounds of the two servers' times in the same
-round); then one JSON line.
+ranged / whole as the paired ratio (median over rounds of the two servers' times in the same
+round), and the CPU time of the reader's process plus the server's during the read (steadier than
+wall time on a loaded machine); then one JSON line.
 """
 from __future__ import annotations
 
@@ -88,6 +89,12 @@ def upload(url: str, trial: Path, prefix: str) -> None:
         client.upload_file(str(path), BUCKET, f"{prefix}/{path.relative_to(trial).as_posix()}")
 
 
+def process_cpu_s(pid: int) -> float:
+    """User + system CPU time of a process so far (/proc/PID/stat)."""
+    fields = Path(f"/proc/{pid}/stat").read_text().rsplit(")", 1)[1].split()
+    return (int(fields[11]) + int(fields[12])) / os.sysconf("SC_CLK_TCK")
+
+
 def read(reader: str, path: str, url: str | None, baseline: str | None) -> dict[str, Any]:
     extra = dict(CREDENTIALS)
     if url is not None:
@@ -135,6 +142,7 @@ def main(argv: list[str] | None = None) -> int:
         whole, whole_url = start_server(work / "s3-data", True, work / "s3-whole.log")
         servers.append(whole)
         urls = {"ranged": ranged_url, "whole": whole_url}
+        pids = {"ranged": ranged.pid, "whole": whole.pid}
         readers = ["ours", "facade"] + (["facade-baseline"] if args.baseline_root else [])
         baseline = baseline_pythonpath(args.baseline_root, work) if args.baseline_root else None
         local = {w: read("ours", str(t), None, None) for w, t in trials.items()}
@@ -145,7 +153,9 @@ def main(argv: list[str] | None = None) -> int:
                 pairs = [(s, r) for s in urls for r in readers]
                 rng.shuffle(pairs)
                 for server, reader in pairs:
+                    server_cpu = process_cpu_s(pids[server])
                     got = read(reader, f"s3://{BUCKET}/{writer}", urls[server], baseline)
+                    got["server_cpu_s"] = process_cpu_s(pids[server]) - server_cpu
                     want = local[writer]
                     if (got["values"], got["elements"], got["checksum"]) != (want["values"], want["elements"],
                                                                               want["checksum"]):
@@ -153,7 +163,8 @@ def main(argv: list[str] | None = None) -> int:
                     got.update(writer=writer, server=server, variant=reader, round=round_no)
                     runs.append(got)
                     print(f"  round {round_no + 1}/{rounds} {writer:<7} {server:<6} {reader:<15}"
-                          f" {got['read_s']:7.3f} s  {got['bytes'] / got['read_s'] / 1e9:6.3f} GB/s", flush=True)
+                          f" {got['read_s']:7.3f} s  {got['bytes'] / got['read_s'] / 1e9:6.3f} GB/s"
+                          f"  CPU reader {got['cpu_s']:.2f} s, server {got['server_cpu_s']:.2f} s", flush=True)
         print(report(runs, trials, readers))
         load = os.getloadavg()
         print(f"load average at the end: {load[0]:.1f} {load[1]:.1f} {load[2]:.1f} ({os.cpu_count()} cores)")
@@ -167,21 +178,25 @@ def main(argv: list[str] | None = None) -> int:
 
 
 def report(runs: list[dict[str, Any]], trials: dict[str, Path], readers: list[str]) -> str:
-    lines = ["| trial by | reader | server | median s | fastest s | GB/s (median) | ranged / whole (paired) |",
-             "|---|---|---|---|---|---|---|"]
+    lines = ["| trial by | reader | server | median s | fastest s | GB/s (median) | ranged / whole (paired) |"
+             " CPU s reader + server (median) |",
+             "|---|---|---|---|---|---|---|---|"]
     for writer in trials:
         for reader in readers:
             times: dict[str, dict[int, float]] = {}
+            cpu: dict[str, list[float]] = {}
             size = 0
             for r in runs:
                 if r["writer"] == writer and r["variant"] == reader:
                     times.setdefault(r["server"], {})[r["round"]] = r["read_s"]
+                    cpu.setdefault(r["server"], []).append(r["cpu_s"] + r["server_cpu_s"])
                     size = r["bytes"]
             paired = statistics.median(times["ranged"][k] / times["whole"][k] for k in times["ranged"])
             for server in ("whole", "ranged"):
                 t = list(times[server].values())
                 lines.append(f"| {writer} | {reader} | {server} | {statistics.median(t):.3f} | {min(t):.3f} |"
-                             f" {size / statistics.median(t) / 1e9:.3f} | {'' if server == 'whole' else f'{paired:.3f}'} |")
+                             f" {size / statistics.median(t) / 1e9:.3f} | {'' if server == 'whole' else f'{paired:.3f}'} |"
+                             f" {statistics.median(cpu[server]):.2f} |")
     return "\n".join(lines)
 
 

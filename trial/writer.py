@@ -3,6 +3,7 @@ from __future__ import annotations
 
 import json
 import os
+from collections import deque
 from collections.abc import Iterable, Sequence
 from pathlib import Path
 
@@ -51,9 +52,42 @@ def _write_all(fd: int, data: bytes | Sequence[bytes | memoryview]) -> None:
             parts[0] = memoryview(parts[0])[written:]
 
 
-def _atomic_write(path: Path, data: bytes | Sequence[bytes | memoryview], tmp_name: str | None = None) -> None:
+# Drop-behind of large step files (TrialWriter(drop_behind=True), the default): the page cache's
+# pages of a step file are given back once written, so that the next step's file reuses them. On an
+# ext4 output folder (this VM, kernel 6.18), writing 8.4 MB into a new file cost 16-18 ms of the
+# writer's CPU while the page cache grew, 1.9-2.2 ms with drop-behind (200 files, measured alone).
+# A reader of the step (a rule, live) then reads it from the disk rather than from memory.
+DROP_BEHIND_BYTES = 1 << 20  # smaller files are left alone
+DROP_BEHIND_LAG = 4  # the files of this many later steps are written before a file's pages are dropped
+_FADVISE = getattr(os, "posix_fadvise", None)
+
+
+def _drop_cached(fd: int) -> None:
+    """Ask the kernel to write the file's dirty pages back now and drop its clean ones (a no-op on
+    tmpfs, where the pages are the file; not where posix_fadvise is missing)."""
+    if _FADVISE is not None:
+        try:
+            _FADVISE(fd, 0, 0, os.POSIX_FADV_DONTNEED)
+        except OSError:
+            pass
+
+
+def _drop_cached_path(path: Path) -> None:
+    try:
+        fd = os.open(path, os.O_RDONLY | os.O_CLOEXEC)
+    except OSError:  # gone (moved, uploaded and removed): nothing to drop
+        return
+    try:
+        _drop_cached(fd)
+    finally:
+        os.close(fd)
+
+
+def _atomic_write(path: Path, data: bytes | Sequence[bytes | memoryview], tmp_name: str | None = None,
+                  drop: bool = False) -> None:
     """Write `data` (bytes, or parts written one after the other) to `path.tmp` (or `tmp_name` beside
-    it: a file several writers write), then rename."""
+    it: a file several writers write), then rename. `drop`: start its write-back at once (its pages
+    are dropped once written back, by a later _drop_cached_path)."""
     tmp = path.with_name(tmp_name or path.name + ".tmp")
     try:
         fd = os.open(tmp, os.O_WRONLY | os.O_CREAT | os.O_TRUNC | os.O_CLOEXEC, 0o666)
@@ -62,6 +96,8 @@ def _atomic_write(path: Path, data: bytes | Sequence[bytes | memoryview], tmp_na
         fd = os.open(tmp, os.O_WRONLY | os.O_CREAT | os.O_TRUNC | os.O_CLOEXEC, 0o666)
     try:
         _write_all(fd, data)
+        if drop:
+            _drop_cached(fd)
     finally:
         os.close(fd)
     os.replace(tmp, path)
@@ -69,11 +105,15 @@ def _atomic_write(path: Path, data: bytes | Sequence[bytes | memoryview], tmp_na
 
 class TrialWriter:
     """Writes one worker's files of a LOCAL trial. Each `write_step` writes the events file, then
-    its index file (both `.tmp` + rename), so a reader that sees the index can read the events."""
+    its index file (both `.tmp` + rename), so a reader that sees the index can read the events.
+    `drop_behind`: the page cache of step files of DROP_BEHIND_BYTES and more is given back a few
+    steps after they are written (see DROP_BEHIND_BYTES)."""
 
-    def __init__(self, root: str | Path, worker: str = "worker_0") -> None:
+    def __init__(self, root: str | Path, worker: str = "worker_0", drop_behind: bool = True) -> None:
         self.root = Path(root)
         self.worker = worker
+        self.drop_behind = drop_behind
+        self._behind: deque[Path] = deque()
 
     def write_step(
         self,
@@ -109,7 +149,12 @@ class TrialWriter:
         meta: dict[str, object] = {"mode": mode_k.name, "mode_step": int(mode_step)}
         if payload_index:
             meta["event_file_name"] = ev_key
-            _atomic_write(self.root / ev_key, parts)
+            drop = self.drop_behind and pos >= DROP_BEHIND_BYTES
+            _atomic_write(self.root / ev_key, parts, drop=drop)
+            if drop:
+                self._behind.append(self.root / ev_key)
+                if len(self._behind) > DROP_BEHIND_LAG:
+                    _drop_cached_path(self._behind.popleft())
         index = {"meta": meta, "tensor_payload": payload_index, "shape_payload": shape_payload}
         idx_path = self.root / index_key(step, self.worker)
         _atomic_write(idx_path, json.dumps(index).encode())

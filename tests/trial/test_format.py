@@ -132,3 +132,37 @@ def test_a_step_file_is_whole_through_short_writes(tmp_path: Path, monkeypatch: 
     assert len(calls) > 10
     trial = create_trial(str(tmp_path / "short"))
     np.testing.assert_array_equal(trial.tensor("a").value(4), values[0][1])
+
+
+def test_large_step_files_are_dropped_behind_and_read_back_whole(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    """Each step file of DROP_BEHIND_BYTES or more has its write-back started once written and its
+    cached pages dropped DROP_BEHIND_LAG steps later (posix_fadvise DONTNEED); small files and a
+    writer made with drop_behind=False are left alone. Every value reads back."""
+    from sdlocal.trial import writer as writer_module
+
+    advised: list[str] = []
+    real = writer_module._FADVISE
+    assert real is not None  # Linux
+
+    def spy(fd: int, offset: int, length: int, advice: int) -> None:
+        assert advice == writer_module.os.POSIX_FADV_DONTNEED
+        advised.append(writer_module.os.readlink(f"/proc/self/fd/{fd}"))
+        real(fd, offset, length, advice)
+
+    monkeypatch.setattr(writer_module, "_FADVISE", spy)
+    big = np.arange(300_000, dtype=np.float32)  # 1.2 MB
+    w = TrialWriter(tmp_path / "t")
+    for step in range(7):
+        w.write_step(step, ModeKeys.TRAIN, step, [("big", big + step), ("small", np.float32(step))])
+    w.write_step(7, ModeKeys.TRAIN, 7, [("small", np.float32(7))])  # a small file: not advised
+    names = [Path(p).name for p in advised]
+    files = [f"{s:012d}_worker_0.tfevents" for s in range(7)]
+    # at once (as the .tmp file, before its rename), then 4 steps later by name
+    assert names == [x for s in range(7) for x in
+                     [files[s] + ".tmp"] + ([files[s - writer_module.DROP_BEHIND_LAG]] if s >= 4 else [])]
+    trial = create_trial(str(tmp_path / "t"))
+    for step in range(7):
+        np.testing.assert_array_equal(trial.tensor("big").value(step), big + step)
+    advised.clear()
+    TrialWriter(tmp_path / "u", drop_behind=False).write_step(0, ModeKeys.TRAIN, 0, [("big", big)])
+    assert advised == []

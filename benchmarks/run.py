@@ -135,7 +135,9 @@ def run_training(settings: BenchSettings, side_python: Path | None, work: Path, 
             runs.append(result)
             log(f"  round {round_no + 1}/{settings.repeats} {variant:<12} interval {interval:>3}:"
                 f" {result['step_ms']:7.2f} ms/step, CPU {result['cpu_step_ms']:7.2f} ms/step,"
-                f" {result['minor_faults_per_step']:6.0f} page faults/step")
+                f" {result['minor_faults_per_step']:6.0f} page faults/step"
+                + (f" (CPU training thread {result['train_thread_cpu_step_ms']:.2f}, other threads"
+                   f" {result['other_threads_cpu_step_ms']:.2f} ms/step)" if "train_thread_cpu_step_ms" in result else ""))
     return runs
 
 

@@ -36,8 +36,9 @@ def _write_all(fd: int, data: bytes | Sequence[bytes | memoryview]) -> None:
     """Every byte of `data` (bytes, or parts one after the other) to `fd`: parts in writev calls of
     up to _IOV_MAX (one call per step's file, where buffered writelines made one write per large part
     and one per run of small ones), large parts straight from the arrays' memory, without the GIL."""
-    parts = [data] if isinstance(data, bytes) else [p if isinstance(p, memoryview) else memoryview(p) for p in data]
-    parts = [p.cast("B") if isinstance(p, memoryview) and (p.ndim != 1 or p.format != "B") else p for p in parts]
+    given: Sequence[bytes | memoryview] = [data] if isinstance(data, bytes) else data
+    parts: list[bytes | memoryview] = [
+        p.cast("B") if isinstance(p, memoryview) and (p.ndim != 1 or p.format != "B") else p for p in given]
     while parts:
         batch = parts[:_IOV_MAX]
         written = os.writev(fd, batch)

@@ -23,6 +23,7 @@ from __future__ import annotations
 import base64
 import datetime as _dt
 import heapq
+import inspect
 import io
 import os
 import threading
@@ -412,7 +413,7 @@ def install_hooks(store: DiskStore) -> None:
                          ("list_objects_v2", list_objects_v2(S3Backend.list_objects_v2))):
         setattr(S3Backend, name, method)
     if os.environ.get("SDLOCAL_S3_WHOLE_RANGES") != "1":
-        setattr(FakeKey, "value", _ranged_value(FakeKey.value))  # noqa: B010
+        setattr(FakeKey, "value", _ranged_value(inspect.getattr_static(FakeKey, "value")))  # noqa: B010
         setattr(S3Response, "key_response", _ranged_key_response(S3Response.key_response))  # noqa: B010
     _untrack()
     _installed = True

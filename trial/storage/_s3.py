@@ -62,11 +62,11 @@ def _http_response(body: Any) -> http.client.HTTPResponse | None:
 
     if type(body) is not StreamingBody:
         return None
-    raw = getattr(body, "_raw_stream", None)
+    raw: Any = getattr(body, "_raw_stream", None)
     fp = getattr(raw, "_fp", None)
     if not isinstance(fp, http.client.HTTPResponse) or fp.chunked or fp.length is None:
         return None
-    if getattr(raw, "_decoder", None) is not None or getattr(raw, "_fp_bytes_read", 0):
+    if getattr(raw, "_decoder", None) is not None or getattr(raw, "_fp_bytes_read", None):
         return None  # urllib3 decodes or has read already: it holds the stream's state
     return fp
 

@@ -3,6 +3,7 @@ from __future__ import annotations
 
 import json
 import os
+import time
 from collections import deque
 from collections.abc import Iterable, Sequence
 from pathlib import Path
@@ -54,12 +55,16 @@ def _write_all(fd: int, data: bytes | Sequence[bytes | memoryview]) -> None:
 
 
 # Drop-behind of large step files (TrialWriter(drop_behind=True), the default): the page cache's
-# pages of a step file are given back once written, so that the next step's file reuses them. On an
+# pages of a step file are given back once written (and some steps and seconds old), so that the
+# next steps' files reuse them. On an
 # ext4 output folder (this VM, kernel 6.18), writing 8.4 MB into a new file cost 16-18 ms of the
 # writer's CPU while the page cache grew, 1.9-2.2 ms with drop-behind (200 files, measured alone).
 # A reader of the step (a rule, live) then reads it from the disk rather than from memory.
 DROP_BEHIND_BYTES = 1 << 20  # smaller files are left alone
 DROP_BEHIND_LAG = 4  # the files of this many later steps are written before a file's pages are dropped
+# ... and the file is this old: what reads a step file soon after it is written (the launcher's
+# upload, every second; a live local reader) still finds it in memory
+DROP_BEHIND_AGE_S = 2.0
 _FADVISE = getattr(os, "posix_fadvise", None)
 
 
@@ -107,14 +112,14 @@ def _atomic_write(path: Path, data: bytes | Sequence[bytes | memoryview], tmp_na
 class TrialWriter:
     """Writes one worker's files of a LOCAL trial. Each `write_step` writes the events file, then
     its index file (both `.tmp` + rename), so a reader that sees the index can read the events.
-    `drop_behind`: the page cache of step files of DROP_BEHIND_BYTES and more is given back a few
-    steps after they are written (see DROP_BEHIND_BYTES)."""
+    `drop_behind`: the page cache of step files of DROP_BEHIND_BYTES and more is given back once
+    DROP_BEHIND_LAG later steps are written and DROP_BEHIND_AGE_S have passed (see DROP_BEHIND_BYTES)."""
 
     def __init__(self, root: str | Path, worker: str = "worker_0", drop_behind: bool = True) -> None:
         self.root = Path(root)
         self.worker = worker
         self.drop_behind = drop_behind
-        self._behind: deque[Path] = deque()
+        self._behind: deque[tuple[Path, float]] = deque()  # step files written, oldest first, and when
 
     def write_step(
         self,
@@ -153,9 +158,10 @@ class TrialWriter:
             drop = self.drop_behind and pos >= DROP_BEHIND_BYTES
             _atomic_write(self.root / ev_key, parts, drop=drop)
             if drop:
-                self._behind.append(self.root / ev_key)
-                if len(self._behind) > DROP_BEHIND_LAG:
-                    _drop_cached_path(self._behind.popleft())
+                now = time.monotonic()
+                self._behind.append((self.root / ev_key, now))
+                while len(self._behind) > DROP_BEHIND_LAG and now - self._behind[0][1] >= DROP_BEHIND_AGE_S:
+                    _drop_cached_path(self._behind.popleft()[0])
         index = {"meta": meta, "tensor_payload": payload_index, "shape_payload": shape_payload}
         idx_path = self.root / index_key(step, self.worker)
         _atomic_write(idx_path, json.dumps(index).encode())

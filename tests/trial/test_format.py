@@ -150,6 +150,7 @@ def test_large_step_files_are_dropped_behind_and_read_back_whole(tmp_path: Path,
         real(fd, offset, length, advice)
 
     monkeypatch.setattr(writer_module, "_FADVISE", spy)
+    monkeypatch.setattr(writer_module, "DROP_BEHIND_AGE_S", 0.0)  # the lag in steps alone (below: in time)
     big = np.arange(300_000, dtype=np.float32)  # 1.2 MB
     w = TrialWriter(tmp_path / "t")
     for step in range(7):
@@ -166,3 +167,9 @@ def test_large_step_files_are_dropped_behind_and_read_back_whole(tmp_path: Path,
     advised.clear()
     TrialWriter(tmp_path / "u", drop_behind=False).write_step(0, ModeKeys.TRAIN, 0, [("big", big)])
     assert advised == []
+    # files younger than DROP_BEHIND_AGE_S stay in memory (the upload reads them within a second)
+    monkeypatch.setattr(writer_module, "DROP_BEHIND_AGE_S", 3600.0)
+    young = TrialWriter(tmp_path / "v")
+    for step in range(8):
+        young.write_step(step, ModeKeys.TRAIN, step, [("big", big)])
+    assert [Path(p).name for p in advised] == [f"{s:012d}_worker_0.tfevents.tmp" for s in range(8)]

@@ -32,6 +32,9 @@ _SEEN_BUCKETS: set[tuple[str, str]] = set()
 SINGLE_PUT_BYTES = 8 * 1024 * 1024
 DELETE_BATCH = 1000  # DeleteObjects takes at most 1000 keys
 _ALIGNMENT = 64  # as numpy's own large arrays (and LocalStorage's buffers)
+# Bodies from this size on are read from http.client directly (the connection is then closed, not
+# pooled: a new one costs far less than the copies of a large body; small values keep theirs)
+DIRECT_BYTES = 1 << 20
 LOCATE_BYTES = 4096  # what read_range's `locate` is given of a body: a record's layout unless its tag is huge
 
 
@@ -160,7 +163,7 @@ class S3Storage(Storage):
         kwargs = {"Bucket": self.bucket, "Key": self._key(key), "Range": f"bytes={start}-{start + length - 1}"}
 
         def fill(body: Any) -> memoryview:
-            direct = _http_response(body)
+            direct = _http_response(body) if length >= DIRECT_BYTES else None
             readinto = direct.readinto if direct is not None else getattr(body, "readinto", None)
             if readinto is None:  # an older botocore's body: read, then copy in once
                 data = memoryview(body.read())[:length]

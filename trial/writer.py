@@ -3,7 +3,6 @@ from __future__ import annotations
 
 import json
 import os
-import time
 from collections import deque
 from collections.abc import Iterable, Sequence
 from pathlib import Path
@@ -54,17 +53,19 @@ def _write_all(fd: int, data: bytes | Sequence[bytes | memoryview]) -> None:
             parts[0] = memoryview(parts[0])[written:]
 
 
-# Drop-behind of large step files (TrialWriter(drop_behind=True), the default): the page cache's
-# pages of a step file are given back once written (and some steps and seconds old), so that the
-# next steps' files reuse them. On an
+# Drop-behind of large step files (TrialWriter(drop_behind=True)): the page cache's pages of a
+# step file are given back once written (and a few steps old), so that the next steps' files
+# reuse them. On an
 # ext4 output folder (this VM, kernel 6.18), writing 8.4 MB into a new file cost 16-18 ms of the
 # writer's CPU while the page cache grew, 1.9-2.2 ms with drop-behind (200 files, measured alone).
 # A reader of the step (a rule, live) then reads it from the disk rather than from memory.
 DROP_BEHIND_BYTES = 1 << 20  # smaller files are left alone
 DROP_BEHIND_LAG = 4  # the files of this many later steps are written before a file's pages are dropped
-# ... and the file is this old: what reads a step file soon after it is written (the launcher's
-# upload, every second; a live local reader) still finds it in memory
-DROP_BEHIND_AGE_S = 2.0
+# Off unless SDLOCAL_DROP_BEHIND=1 (or TrialWriter(drop_behind=True)): a reader of a step file after
+# its drop (the launcher's upload, every second) reads it from the disk, and that side was not
+# measured. Waiting until a file is 2 s old (so that the upload finds it in memory) lost the gain
+# and more: interval 1 on ext4 +27% CPU against main, the write-back started for nothing.
+DROP_BEHIND_ENV = "SDLOCAL_DROP_BEHIND"
 _FADVISE = getattr(os, "posix_fadvise", None)
 
 
@@ -112,14 +113,14 @@ def _atomic_write(path: Path, data: bytes | Sequence[bytes | memoryview], tmp_na
 class TrialWriter:
     """Writes one worker's files of a LOCAL trial. Each `write_step` writes the events file, then
     its index file (both `.tmp` + rename), so a reader that sees the index can read the events.
-    `drop_behind`: the page cache of step files of DROP_BEHIND_BYTES and more is given back once
-    DROP_BEHIND_LAG later steps are written and DROP_BEHIND_AGE_S have passed (see DROP_BEHIND_BYTES)."""
+    `drop_behind` (None: SDLOCAL_DROP_BEHIND=1 in the environment): the page cache of step files of
+    DROP_BEHIND_BYTES and more is given back once DROP_BEHIND_LAG later steps are written."""
 
-    def __init__(self, root: str | Path, worker: str = "worker_0", drop_behind: bool = True) -> None:
+    def __init__(self, root: str | Path, worker: str = "worker_0", drop_behind: bool | None = None) -> None:
         self.root = Path(root)
         self.worker = worker
-        self.drop_behind = drop_behind
-        self._behind: deque[tuple[Path, float]] = deque()  # step files written, oldest first, and when
+        self.drop_behind = os.environ.get(DROP_BEHIND_ENV) == "1" if drop_behind is None else drop_behind
+        self._behind: deque[Path] = deque()  # large step files written, oldest first
 
     def write_step(
         self,
@@ -158,10 +159,9 @@ class TrialWriter:
             drop = self.drop_behind and pos >= DROP_BEHIND_BYTES
             _atomic_write(self.root / ev_key, parts, drop=drop)
             if drop:
-                now = time.monotonic()
-                self._behind.append((self.root / ev_key, now))
-                while len(self._behind) > DROP_BEHIND_LAG and now - self._behind[0][1] >= DROP_BEHIND_AGE_S:
-                    _drop_cached_path(self._behind.popleft()[0])
+                self._behind.append(self.root / ev_key)
+                if len(self._behind) > DROP_BEHIND_LAG:
+                    _drop_cached_path(self._behind.popleft())
         index = {"meta": meta, "tensor_payload": payload_index, "shape_payload": shape_payload}
         idx_path = self.root / index_key(step, self.worker)
         _atomic_write(idx_path, json.dumps(index).encode())

@@ -135,9 +135,10 @@ def test_a_step_file_is_whole_through_short_writes(tmp_path: Path, monkeypatch: 
 
 
 def test_large_step_files_are_dropped_behind_and_read_back_whole(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
-    """Each step file of DROP_BEHIND_BYTES or more has its write-back started once written and its
-    cached pages dropped DROP_BEHIND_LAG steps later (posix_fadvise DONTNEED); small files and a
-    writer made with drop_behind=False are left alone. Every value reads back."""
+    """With SDLOCAL_DROP_BEHIND=1, each step file of DROP_BEHIND_BYTES or more has its write-back
+    started once written and its cached pages dropped DROP_BEHIND_LAG steps later (posix_fadvise
+    DONTNEED); small files, a writer made with drop_behind=False and one without the variable are
+    left alone. Every value reads back."""
     from sdlocal.trial import writer as writer_module
 
     advised: list[str] = []
@@ -150,8 +151,8 @@ def test_large_step_files_are_dropped_behind_and_read_back_whole(tmp_path: Path,
         real(fd, offset, length, advice)
 
     monkeypatch.setattr(writer_module, "_FADVISE", spy)
-    monkeypatch.setattr(writer_module, "DROP_BEHIND_AGE_S", 0.0)  # the lag in steps alone (below: in time)
     big = np.arange(300_000, dtype=np.float32)  # 1.2 MB
+    monkeypatch.setenv(writer_module.DROP_BEHIND_ENV, "1")
     w = TrialWriter(tmp_path / "t")
     for step in range(7):
         w.write_step(step, ModeKeys.TRAIN, step, [("big", big + step), ("small", np.float32(step))])
@@ -166,10 +167,6 @@ def test_large_step_files_are_dropped_behind_and_read_back_whole(tmp_path: Path,
         np.testing.assert_array_equal(trial.tensor("big").value(step), big + step)
     advised.clear()
     TrialWriter(tmp_path / "u", drop_behind=False).write_step(0, ModeKeys.TRAIN, 0, [("big", big)])
+    monkeypatch.delenv(writer_module.DROP_BEHIND_ENV)
+    TrialWriter(tmp_path / "v").write_step(0, ModeKeys.TRAIN, 0, [("big", big)])  # off by default
     assert advised == []
-    # files younger than DROP_BEHIND_AGE_S stay in memory (the upload reads them within a second)
-    monkeypatch.setattr(writer_module, "DROP_BEHIND_AGE_S", 3600.0)
-    young = TrialWriter(tmp_path / "v")
-    for step in range(8):
-        young.write_step(step, ModeKeys.TRAIN, step, [("big", big)])
-    assert [Path(p).name for p in advised] == [f"{s:012d}_worker_0.tfevents.tmp" for s in range(8)]

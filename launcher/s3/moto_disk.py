@@ -11,25 +11,20 @@ for ever). moto's `FakeKey.instances_tracked` (every FakeKey ever made, bodies i
 emptied: it is what its dashboard shows, not what S3 serves. moto's dispatcher lists the folders of
 its package (~170 stat calls) twice per request to route it: the list is made once.
 
-A ranged GET reads only its range from the file (`StoredRange`): moto answers one by taking the
-whole object (`FakeKey.value`) and slicing it, which made every ranged read of a large object cost
-a read of all of it (a trial's values are ranges of its step files: 0.05 GB/s for 64 MiB values).
-moto still decides the answer (206 and Content-Range, 416, a 200 for ranges it does not serve,
-conditional headers, ETag): only the bytes it slices come from the file. `SDLOCAL_S3_WHOLE_RANGES=1`
-keeps moto's own way (the benchmark's "before", benchmarks/s3_read.py).
+A ranged GET reads only its range from the file: launcher/s3/moto_ranges.py.
 """
 from __future__ import annotations
 
 import base64
 import datetime as _dt
 import heapq
-import inspect
 import io
 import os
 import threading
-from collections.abc import Callable, Iterator
+from collections.abc import Callable
 from typing import Any
 
+from sdlocal.launcher.s3.moto_ranges import install_ranges
 from sdlocal.launcher.s3.store import DiskStore, StoredObject, after_prefix
 
 # per request: what it wrote, [(DiskKeys, key name, FakeKey)], and the keys it read, {(bucket, name): FakeKey | None}
@@ -75,96 +70,6 @@ class DiskBody:
 
     def close(self) -> None:
         self._written = None
-
-
-CHUNK = 1 << 20  # what a ranged GET's body is sent in
-
-
-class StoredRange:
-    """A stored object's bytes as moto's ranged GET uses them (`len`, then one slice): the slice is
-    the range's bytes, read from the file only as they are sent (`RangeBody`)."""
-
-    def __init__(self, obj: StoredObject) -> None:
-        self.obj = obj
-
-    def __len__(self) -> int:
-        return self.obj.size
-
-    def __getitem__(self, part: slice) -> RangeBody:
-        if not isinstance(part, slice):
-            raise TypeError("a stored object's bytes are sliced, not indexed")
-        start, stop, step = part.indices(self.obj.size)
-        if step != 1:
-            raise ValueError("a stored object's bytes are sliced with step 1")
-        return RangeBody(self.obj, start, max(0, stop - start))
-
-    def whole(self) -> bytes:
-        with open(self.obj.path, "rb") as f:
-            f.seek(self.obj.offset)
-            return f.read(self.obj.size)
-
-
-class RangeBody:
-    """`length` bytes of a stored object from `start`, as the answer's body: an iterable of chunks
-    (WSGI streams it), read from the file opened now (an object replaced meanwhile is sent as it was
-    when the request read its index row), so no body is ever whole in the server's memory."""
-
-    def __init__(self, obj: StoredObject, start: int, length: int) -> None:
-        self.length = length
-        self._file = open(obj.path, "rb")  # noqa: SIM115 - closed when the body is sent (or dropped)
-        self._file.seek(obj.offset + start)
-
-    def __len__(self) -> int:
-        return self.length
-
-    def __iter__(self) -> Iterator[bytes]:
-        try:
-            left = self.length
-            while left > 0:
-                data = self._file.read(min(CHUNK, left))
-                if not data:
-                    return
-                left -= len(data)
-                yield data
-        finally:
-            self.close()
-
-    def close(self) -> None:
-        self._file.close()
-
-    def __del__(self) -> None:
-        self.close()
-
-
-def _ranged_value(value: property) -> property:
-    """FakeKey.value: in a ranged GET (`_local.ranged`), a stored object's StoredRange."""
-    read_all = value.fget
-    assert read_all is not None
-
-    def fget(self: Any) -> Any:
-        body = self.__dict__.get("_value_buffer")
-        if getattr(_local, "ranged", False) and isinstance(body, DiskBody) and body._written is None:
-            return StoredRange(body.obj)
-        return read_all(self)
-
-    return property(fget, value.fset, value.fdel, value.__doc__)
-
-
-def _ranged_key_response(original: Callable[..., Any]) -> Callable[..., Any]:
-    """S3Response.key_response: a GET with a Range header slices a StoredRange; what moto did not
-    slice (a 200 for a range it does not serve, partNumber) is read whole."""
-    def method(self: Any, request: Any, full_url: str, headers: Any) -> Any:
-        _local.ranged = request.method == "GET" and bool(request.headers.get("range"))
-        try:
-            result = original(self, request, full_url, headers)
-        finally:
-            _local.ranged = False
-        if isinstance(result, tuple) and len(result) == 3 and isinstance(result[2], StoredRange):
-            status, answer_headers, body = result
-            result = (status, answer_headers, body.whole())
-        return result
-
-    return method
 
 
 def _fake_key(obj: StoredObject, account: str, region: str) -> Any:
@@ -386,8 +291,7 @@ def install_hooks(store: DiskStore) -> None:
     global _installed
     if _installed:
         return
-    from moto.s3.models import FakeKey, S3Backend
-    from moto.s3.responses import S3Response
+    from moto.s3.models import S3Backend
 
     create, delete = S3Backend.create_bucket, S3Backend.delete_bucket
 
@@ -413,8 +317,7 @@ def install_hooks(store: DiskStore) -> None:
                          ("list_objects_v2", list_objects_v2(S3Backend.list_objects_v2))):
         setattr(S3Backend, name, method)
     if os.environ.get("SDLOCAL_S3_WHOLE_RANGES") != "1":
-        setattr(FakeKey, "value", _ranged_value(inspect.getattr_static(FakeKey, "value")))  # noqa: B010
-        setattr(S3Response, "key_response", _ranged_key_response(S3Response.key_response))  # noqa: B010
+        install_ranges(lambda body: isinstance(body, DiskBody) and body._written is None, _local)
     _untrack()
     _installed = True
 

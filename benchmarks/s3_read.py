@@ -13,7 +13,9 @@ with `SDLOCAL_S3_WHOLE_RANGES=1` (moto's own ranged GET: "whole"; the first is "
 round, for each trial, every (server, reader) pair in a shuffled order, a fresh process each
 (workers/read.py on `s3://...`, the endpoint in `AWS_ENDPOINT_URL_S3`): `ours`
 (`sdlocal.trial.create_trial`), `facade` (smdebug's API on sdlocal), and with `--baseline-root`
-`facade-baseline` (the facade of another checkout: its client side). Every read must give the
+`facade-baseline` (the facade of another checkout: its client side). `--hook-steps N` adds a
+trial of our hook at save_interval 1 on run.py's MLP (13 tensors in one 8.4 MB file per step, what
+a rule reads: each value a small part of its object). Every read must give the
 values and checksum of the local read of the same trial, else the run fails. Printed: per trial,
 server and reader, the median and fastest read time and GB/s (10^9 bytes of values per second),
 ranged / whole as the paired ratio (median over rounds of the two servers' times in the same
@@ -118,6 +120,9 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--baseline-root", type=Path, help="another checkout: its facade reads too")
     parser.add_argument("--work-dir", type=Path)
     parser.add_argument("--seed", type=int, default=0)
+    parser.add_argument("--hook-steps", type=int,
+                        help="also a trial of our hook at save_interval 1 on run.py's MLP (13 tensors, 8.4 MB per"
+                             " step file, as rules read it): this many steps (default 0: none; quick 3)")
     args = parser.parse_args(argv)
     steps = args.steps or (2 if args.quick else 8)
     rows = args.rows or (1024 if args.quick else 4096)
@@ -135,6 +140,12 @@ def main(argv: list[str] | None = None) -> int:
                        ["--writer", writer, "--workload", "large", "--steps", str(steps), "--rows", str(rows),
                         "--cols", str(cols), "--out-dir", str(out)], writer, 900)
             trials[writer] = out
+        hook_steps = args.hook_steps if args.hook_steps is not None else (3 if args.quick else 0)
+        if hook_steps:  # several tensors per step file: a value is a small part of its object
+            out = work / "hook-ours"
+            run_worker(our_python(), "train.py", ["--variant", "ours", "--interval", "1", "--steps", str(hook_steps),
+                                                  "--warmup", "0", "--out-dir", str(out)], "ours", 900)
+            trials["hook"] = out
         ranged, ranged_url = start_server(work / "s3-data", False, work / "s3-ranged.log")
         servers.append(ranged)
         for writer, trial in trials.items():

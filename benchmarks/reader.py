@@ -35,7 +35,7 @@ if __package__ in (None, ""):  # run as a script: make `benchmarks.*` importable
 from benchmarks import reader_report  # noqa: E402
 from benchmarks.errors import BenchmarkError  # noqa: E402
 from benchmarks.run import Log, pick_work_dir, run_worker  # noqa: E402
-from benchmarks.settings import DEFAULT_RESULTS_DIR, our_python, smdebug_python  # noqa: E402
+from benchmarks.settings import DEFAULT_RESULTS_DIR, baseline_pythonpath, our_python, smdebug_python  # noqa: E402
 
 SMALL_TENSORS = 49  # workers/write_trial.py: 12 weights, 12 biases, 24 gradients, 1 loss
 LARGE_TENSORS = 2  # the large weight and the loss
@@ -123,7 +123,7 @@ def read_once(reader: str, trial_dir: Path, side_python: Path | None, baseline_r
         return run_worker(python, "read.py", ["--reader", "smdebug", str(trial_dir)], "smdebug", timeout_s,
                           extra_env=extra)
     if reader == "ours-baseline" and baseline_root:
-        extra["PYTHONPATH"] = str(baseline_root)
+        extra["PYTHONPATH"] = baseline_pythonpath(baseline_root)
     return run_worker(our_python(), "read.py", ["--reader", "facade" if reader == "facade" else "ours", str(trial_dir)],
                       "ours", timeout_s, extra_env=extra)
 

@@ -39,6 +39,7 @@ from benchmarks.settings import (  # noqa: E402
     REPO_ROOT,
     WORKERS,
     BenchSettings,
+    baseline_pythonpath,
     our_python,
     smdebug_python,
 )
@@ -123,7 +124,8 @@ def run_training(settings: BenchSettings, side_python: Path | None, work: Path, 
             args = ["--variant", hook_variant, "--interval", str(max(interval, 1)),
                     "--steps", str(settings.steps), "--warmup", str(settings.warmup), "--out-dir", str(out_dir)]
             # the other checkout's hook: its packages first on the path (the harness stays this one's)
-            extra = {"PYTHONPATH": str(baseline_root)} if variant == "ours-baseline" and baseline_root else None
+            extra = ({"PYTHONPATH": baseline_pythonpath(baseline_root, work)}
+                     if variant == "ours-baseline" and baseline_root else None)
             result = run_worker(python, "train.py", args, side, settings.worker_timeout_s, pin_malloc, extra)
             if hook_variant != "none":
                 result.update(check_trial(out_dir, total_steps, interval))
@@ -133,7 +135,9 @@ def run_training(settings: BenchSettings, side_python: Path | None, work: Path, 
             runs.append(result)
             log(f"  round {round_no + 1}/{settings.repeats} {variant:<12} interval {interval:>3}:"
                 f" {result['step_ms']:7.2f} ms/step, CPU {result['cpu_step_ms']:7.2f} ms/step,"
-                f" {result['minor_faults_per_step']:6.0f} page faults/step")
+                f" {result['minor_faults_per_step']:6.0f} page faults/step"
+                + (f" (CPU training thread {result['train_thread_cpu_step_ms']:.2f}, other threads"
+                   f" {result['other_threads_cpu_step_ms']:.2f} ms/step)" if "train_thread_cpu_step_ms" in result else ""))
     return runs
 
 

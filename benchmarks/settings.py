@@ -64,3 +64,37 @@ def smdebug_python(explicit: str | None = None) -> Path | None:
 
 def our_python() -> Path:
     return Path(sys.executable)
+
+
+_BASELINE_PATHS: dict[Path, str] = {}
+
+
+def baseline_pythonpath(root: Path, work: Path | None = None) -> str:
+    """PYTHONPATH on which `sdlocal` (and the `smdebug` facade) come from the checkout at `root`:
+    a folder `sdlocal/` of links to its top-level packages. `root` itself on PYTHONPATH is not
+    enough: this checkout's editable install maps `sdlocal.trial`, `sdlocal.hook`... onto this
+    checkout whenever the `sdlocal` found first has no such folder (the other checkout's `sdlocal/`
+    holds only its `__init__.py`), so a "baseline" ran this checkout's code. Checked here."""
+    import subprocess
+    import tempfile
+
+    root = root.resolve()
+    if root in _BASELINE_PATHS:
+        return _BASELINE_PATHS[root]
+    work = Path(tempfile.mkdtemp(prefix="sdlocal-baseline-")) if work is None else work
+    shim = work / "baseline-path" / "sdlocal"
+    shim.mkdir(parents=True, exist_ok=True)
+    (shim / "__init__.py").write_bytes((root / "sdlocal" / "__init__.py").read_bytes())
+    for name in ("trial", "hook", "evaluator", "launcher"):
+        if not (shim / name).exists():
+            (shim / name).symlink_to(root / name)
+    path = os.pathsep.join([str(shim.parent), str(root / "compat")])
+    probe = subprocess.run([sys.executable, "-c", "import sdlocal.hook, sdlocal.trial, smdebug; "
+                            "print(sdlocal.hook.__file__); print(sdlocal.trial.__file__); print(smdebug.__file__)"],
+                           env={**os.environ, "PYTHONPATH": path}, cwd=work, capture_output=True, text=True)
+    files = probe.stdout.split()
+    if probe.returncode != 0 or len(files) != 3 or not all(os.path.realpath(f).startswith(str(root)) for f in files):
+        raise BenchmarkError(f"--baseline-root {root}: its packages are not the ones imported: {probe.stdout}"
+                             f"{probe.stderr[-2000:]}")
+    _BASELINE_PATHS[root] = path
+    return path

@@ -281,3 +281,28 @@ def test_large_local_values_are_private_mappings_independent_of_each_other_and_o
     np.testing.assert_array_equal(again, values[key])
     for other in values.keys() - {key}:
         np.testing.assert_array_equal(got[other], values[other])
+
+
+def test_large_s3_values_are_read_aligned_in_one_get_without_a_copy(tmp_path: Path, s3_client: Any,
+                                                                     bucket: str) -> None:
+    """Records whose data lies off the float32 grid in their file: each value is one GET, its body
+    read into place so that the data is aligned (a view of that buffer, not a copy of it)."""
+    rng = np.random.default_rng(3)
+    names = ["w" * k for k in range(1, 5)]  # data offsets differing by one byte
+    values = {n: rng.standard_normal((700, 1001)).astype(np.float32) for n in names}
+    TrialWriter(tmp_path / "t").write_step(0, ModeKeys.TRAIN, 0, values.items())
+    offsets = {n: off for n in names for off in _data_offsets(tmp_path / "t", n).values()}
+    assert {off % 4 for off in offsets.values()} != {0}  # some data lies unaligned in the file
+    for f in (tmp_path / "t").rglob("*.*"):
+        s3_client.put_object(Bucket=bucket, Key=f"t/{f.relative_to(tmp_path / 't').as_posix()}", Body=f.read_bytes())
+    trial = create_trial(f"s3://{bucket}/t", s3_client=s3_client)
+    names_seen = trial.tensor_names()
+    assert set(names) <= set(names_seen)
+    gets: list[str] = []
+    s3_client.meta.events.register("provide-client-params.s3.GetObject", lambda params, **_: gets.append(params["Key"]))
+    for n in names:
+        got = trial.tensor(n).value(0)
+        np.testing.assert_array_equal(got, values[n])
+        assert got.flags.aligned and got.flags.writeable and got.ctypes.data % 64 == 0, n
+        assert not got.flags.owndata, n  # a view of the buffer the body was read into
+    assert len(gets) == len(names), gets

@@ -4,11 +4,12 @@ from __future__ import annotations
 
 import json
 from pathlib import Path
+from typing import Any
 
 import numpy as np
 import pytest
 
-from sdlocal.trial import Collection, CollectionsFile, CorruptRecordError, ModeKeys, TrialWriter
+from sdlocal.trial import Collection, CollectionsFile, CorruptRecordError, ModeKeys, TrialWriter, create_trial
 from sdlocal.trial.proto import decode_event, encode_event
 from sdlocal.trial.tfrecord import FOOTER, decode_record, encode_record, iter_records, masked_crc32c
 
@@ -103,3 +104,69 @@ def test_hand_encoded_tensor_matches_protobuf(dtype: str, shape: tuple[int, ...]
     value = np.ones(shape, dtype=dtype)
     expected = make_tensor_proto("t/x", value).SerializeToString()
     assert b"".join(_tensor_parts("t/x", value)) == expected
+
+
+def test_a_step_file_is_whole_through_short_writes(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    """The step's parts go out in writev calls; a call that writes only part of them (a signal, a
+    nearly full disk) is followed by the rest, from the byte where it stopped."""
+    import os
+
+    from sdlocal.trial import writer as writer_module
+
+    values = [("a", np.arange(3000, dtype=np.float32).reshape(30, 100)), ("b", np.float64(2.5)),
+              ("c", np.ones((7, 9), dtype=np.int64))]
+    TrialWriter(tmp_path / "whole").write_step(4, ModeKeys.TRAIN, 4, values, wall_time=1.5)
+    real_writev = os.writev
+    calls = []
+
+    def short_writev(fd: int, buffers: list[Any]) -> int:
+        calls.append(len(buffers))
+        first = memoryview(buffers[0]).cast("B")
+        return real_writev(fd, [first[:max(1, len(first) // 3)]])  # a third of the first part at most
+
+    monkeypatch.setattr(writer_module.os, "writev", short_writev)
+    TrialWriter(tmp_path / "short").write_step(4, ModeKeys.TRAIN, 4, values, wall_time=1.5)
+    monkeypatch.undo()
+    key = "events/000000000004/000000000004_worker_0.tfevents"
+    assert (tmp_path / "short" / key).read_bytes() == (tmp_path / "whole" / key).read_bytes()
+    assert len(calls) > 10
+    trial = create_trial(str(tmp_path / "short"))
+    np.testing.assert_array_equal(trial.tensor("a").value(4), values[0][1])
+
+
+def test_large_step_files_are_dropped_behind_and_read_back_whole(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    """With SDLOCAL_DROP_BEHIND=1, each step file of DROP_BEHIND_BYTES or more has its write-back
+    started once written and its cached pages dropped DROP_BEHIND_LAG steps later (posix_fadvise
+    DONTNEED); small files, a writer made with drop_behind=False and one without the variable are
+    left alone. Every value reads back."""
+    from sdlocal.trial import writer as writer_module
+
+    advised: list[str] = []
+    real = writer_module._FADVISE
+    assert real is not None  # Linux
+
+    def spy(fd: int, offset: int, length: int, advice: int) -> None:
+        assert advice == writer_module.os.POSIX_FADV_DONTNEED
+        advised.append(writer_module.os.readlink(f"/proc/self/fd/{fd}"))
+        real(fd, offset, length, advice)
+
+    monkeypatch.setattr(writer_module, "_FADVISE", spy)
+    big = np.arange(300_000, dtype=np.float32)  # 1.2 MB
+    monkeypatch.setenv(writer_module.DROP_BEHIND_ENV, "1")
+    w = TrialWriter(tmp_path / "t")
+    for step in range(7):
+        w.write_step(step, ModeKeys.TRAIN, step, [("big", big + step), ("small", np.float32(step))])
+    w.write_step(7, ModeKeys.TRAIN, 7, [("small", np.float32(7))])  # a small file: not advised
+    names = [Path(p).name for p in advised]
+    files = [f"{s:012d}_worker_0.tfevents" for s in range(7)]
+    # at once (as the .tmp file, before its rename), then 4 steps later by name
+    assert names == [x for s in range(7) for x in
+                     [files[s] + ".tmp"] + ([files[s - writer_module.DROP_BEHIND_LAG]] if s >= 4 else [])]
+    trial = create_trial(str(tmp_path / "t"))
+    for step in range(7):
+        np.testing.assert_array_equal(trial.tensor("big").value(step), big + step)
+    advised.clear()
+    TrialWriter(tmp_path / "u", drop_behind=False).write_step(0, ModeKeys.TRAIN, 0, [("big", big)])
+    monkeypatch.delenv(writer_module.DROP_BEHIND_ENV)
+    TrialWriter(tmp_path / "v").write_step(0, ModeKeys.TRAIN, 0, [("big", big)])  # off by default
+    assert advised == []

@@ -9,6 +9,7 @@ from collections.abc import Callable
 from typing import Any
 
 import boto3
+import numpy as np
 import pytest
 from botocore.exceptions import ClientError, EndpointConnectionError, ReadTimeoutError
 
@@ -263,3 +264,45 @@ def test_a_read_waits_for_a_real_moto_killed_and_started_again_empty() -> None:
         assert len(said) == 2 and "does not answer" in said[0] and "answers again" in said[1]
     finally:
         moto.kill()
+
+
+def test_a_body_cut_short_is_read_again_and_a_whole_one_read_once() -> None:
+    """An S3 answer whose body ends before its Content-Length (a connection lost mid-body): the
+    ranged read is tried again, never handed back short; a whole one is read exactly as sent."""
+    import http.server
+
+    data = bytes(range(256)) * 40_000  # 10 MB: read directly from the HTTP response
+    tries: list[int] = []
+
+    class Handler(http.server.BaseHTTPRequestHandler):
+        def do_GET(self) -> None:  # noqa: N802 - http.server's name
+            first, last = (int(x) for x in self.headers["Range"].split("=")[1].split("-"))
+            body = data[first:last + 1]
+            tries.append(len(tries))
+            self.send_response(206)
+            self.send_header("Content-Length", str(len(body)))
+            self.send_header("Content-Range", f"bytes {first}-{last}/{len(data)}")
+            self.end_headers()
+            self.wfile.write(body[:len(body) // 3] if len(tries) == 1 else body)  # the first answer is cut
+            self.wfile.flush()
+            self.close_connection = True
+
+        def log_message(self, *args: Any) -> None:
+            pass
+
+    server = http.server.ThreadingHTTPServer(("127.0.0.1", 0), Handler)
+    thread = threading.Thread(target=server.serve_forever, daemon=True)
+    thread.start()
+    try:
+        client = boto3.client("s3", endpoint_url=f"http://127.0.0.1:{server.server_address[1]}",
+                              aws_access_key_id="t", aws_secret_access_key="t", region_name="us-east-1")
+        st = S3Storage("bucket", "p", client=client, retry=Retry(RetryPolicy(total_s=10, first_delay_s=0.01)))
+        got = st.read_range("k", 1000, 8_000_000, locate=lambda head: 7)
+        assert bytes(got) == data[1000:8_001_000] and len(tries) == 2
+        assert (np.frombuffer(got, np.uint8).ctypes.data + 7) % 64 == 0  # `locate`'s byte aligned
+        tries.clear()
+        tries.append(-1)  # no cut from now on
+        assert bytes(st.read_range("k", 5, 3_000_000)) == data[5:3_000_005] and len(tries) == 2
+    finally:
+        server.shutdown()
+        server.server_close()

@@ -10,6 +10,8 @@ prefix (moto's own lists every key of the bucket, sorts them, and keeps each con
 for ever). moto's `FakeKey.instances_tracked` (every FakeKey ever made, bodies included) is
 emptied: it is what its dashboard shows, not what S3 serves. moto's dispatcher lists the folders of
 its package (~170 stat calls) twice per request to route it: the list is made once.
+
+A ranged GET reads only its range from the file: launcher/s3/moto_ranges.py.
 """
 from __future__ import annotations
 
@@ -17,10 +19,12 @@ import base64
 import datetime as _dt
 import heapq
 import io
+import os
 import threading
 from collections.abc import Callable
 from typing import Any
 
+from sdlocal.launcher.s3.moto_ranges import install_ranges
 from sdlocal.launcher.s3.store import DiskStore, StoredObject, after_prefix
 
 # per request: what it wrote, [(DiskKeys, key name, FakeKey)], and the keys it read, {(bucket, name): FakeKey | None}
@@ -312,6 +316,8 @@ def install_hooks(store: DiskStore) -> None:
                          ("list_objects", list_objects(S3Backend.list_objects)),
                          ("list_objects_v2", list_objects_v2(S3Backend.list_objects_v2))):
         setattr(S3Backend, name, method)
+    if os.environ.get("SDLOCAL_S3_WHOLE_RANGES") != "1":
+        install_ranges(lambda body: isinstance(body, DiskBody) and body._written is None, _local)
     _untrack()
     _installed = True
 

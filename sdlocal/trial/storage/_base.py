@@ -3,7 +3,7 @@ and always use "/"."""
 from __future__ import annotations
 
 from abc import ABC, abstractmethod
-from collections.abc import Iterable
+from collections.abc import Callable, Iterable
 from pathlib import Path
 
 
@@ -32,11 +32,13 @@ class Storage(ABC):
         """The object's bytes, or `length` bytes from `start` (a ranged read). Raises
         FileNotFoundError when the key does not exist."""
 
-    def read_range(self, key: str, start: int, length: int, aligned_at: int | None = None) -> memoryview:
+    def read_range(self, key: str, start: int, length: int, aligned_at: int | None = None,
+                   locate: Callable[[memoryview], int | None] | None = None) -> memoryview:
         """A ranged read for decoding in place: writable where the backend can fill a buffer of
         the reader's own (then values are views into it, no copy), else read-only (copied on
         decode, into aligned memory). `aligned_at`: a backend filling a buffer of its own places
-        that byte of the range on a 64-byte boundary."""
+        that byte of the range on a 64-byte boundary; without it, `locate` (given the range's
+        first bytes, as many as the backend has at hand) may say which byte, in the same read."""
         return memoryview(self.read(key, start, length))
 
     def map_range(self, key: str, start: int, length: int) -> memoryview | None:

@@ -5,6 +5,7 @@ import mmap
 import os
 import sys
 import weakref
+from collections.abc import Callable
 from pathlib import Path
 from typing import Any
 
@@ -55,10 +56,12 @@ class LocalStorage(Storage):
         except OSError as e:
             raise StorageError(f"cannot read {path}: {e}") from e
 
-    def read_range(self, key: str, start: int, length: int, aligned_at: int | None = None) -> memoryview:
+    def read_range(self, key: str, start: int, length: int, aligned_at: int | None = None,
+                   locate: Callable[[memoryview], int | None] | None = None) -> memoryview:
         """Fills a buffer of our own (np.empty: no zero-fill pass over memory about to be
         overwritten) through a descriptor kept open for the next read of the same file (see
-        _handles.py); a short file gives a shorter view, which the caller reports."""
+        _handles.py); a short file gives a shorter view, which the caller reports. (`locate` is
+        not used: a small read costs little here, the caller reads the head first.)"""
         buf: Any
         if aligned_at is None:
             buf = np.empty(length, dtype=np.uint8)

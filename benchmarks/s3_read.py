@@ -1,0 +1,215 @@
+"""Large reads from the embedded S3, its ranged GETs read from the stored file beside moto's own way
+(the whole object read for every ranged GET), in one run.
+
+    python benchmarks/s3_read.py                   # 8 x 64 MiB values per trial, 3 rounds
+    python benchmarks/s3_read.py --quick           # smoke run: 2 x 4 MiB, one round
+    python benchmarks/s3_read.py --baseline-root /path/to/older/checkout   # + that checkout's reader
+
+The large trial of benchmarks/reader.py (one float32 weight and the loss per step) is written by
+our `TrialWriter` and, when the side virtualenv is there, by smdebug 1.0.34's own hook (whose
+records' data lie unaligned in their files), then uploaded to an embedded S3 server
+(`python -m sdlocal.launcher.s3.server --data-dir`). A second server serves the same data folder
+with `SDLOCAL_S3_WHOLE_RANGES=1` (moto's own ranged GET: "whole"; the first is "ranged"). Each
+round, for each trial, every (server, reader) pair in a shuffled order, a fresh process each
+(workers/read.py on `s3://...`, the endpoint in `AWS_ENDPOINT_URL_S3`): `ours`
+(`sdlocal.trial.create_trial`), `facade` (smdebug's API on sdlocal), and with `--baseline-root`
+`facade-baseline` (the facade of another checkout: its client side). `--hook-steps N` adds a
+trial of our hook at save_interval 1 on run.py's MLP (13 tensors in one 8.4 MB file per step, what
+a rule reads: each value a small part of its object). Every read must give the
+values and checksum of the local read of the same trial, else the run fails. Printed: per trial,
+server and reader, the median and fastest read time and GB/s (10^9 bytes of values per second),
+ranged / whole as the paired ratio (median over rounds of the two servers' times in the same
+round), and the CPU time of the reader's process plus the server's during the read (steadier than
+wall time on a loaded machine); then one JSON line.
+"""
+from __future__ import annotations
+
+import argparse
+import json
+import os
+import random
+import shutil
+import statistics
+import subprocess
+import sys
+import time
+from pathlib import Path
+from typing import Any
+
+if __package__ in (None, ""):  # run as a script: make `benchmarks.*` importable
+    sys.path.insert(0, str(Path(__file__).resolve().parent.parent))
+
+from benchmarks.errors import BenchmarkError  # noqa: E402
+from benchmarks.run import REPO_ROOT, pick_work_dir, run_worker  # noqa: E402
+from benchmarks.settings import baseline_pythonpath, our_python, smdebug_python  # noqa: E402
+
+BUCKET = "sdlocal-bench"
+CREDENTIALS = {"AWS_ACCESS_KEY_ID": "bench", "AWS_SECRET_ACCESS_KEY": "bench", "AWS_DEFAULT_REGION": "us-east-1"}
+
+
+def _free_port() -> int:
+    import socket
+
+    with socket.socket() as s:
+        s.bind(("127.0.0.1", 0))
+        return int(s.getsockname()[1])
+
+
+def start_server(data_dir: Path, whole: bool, log: Path) -> tuple[subprocess.Popen[bytes], str]:
+    import urllib.request
+
+    port = _free_port()
+    env = {**os.environ, "PYTHONPATH": str(REPO_ROOT)}
+    env.pop("SDLOCAL_S3_WHOLE_RANGES", None)
+    if whole:
+        env["SDLOCAL_S3_WHOLE_RANGES"] = "1"
+    out = open(log, "ab")  # noqa: SIM115 - the child holds it
+    proc = subprocess.Popen([sys.executable, "-m", "sdlocal.launcher.s3.server", "--port", str(port),
+                             "--data-dir", str(data_dir)], cwd=REPO_ROOT, env=env, stdout=out, stderr=out)
+    url = f"http://127.0.0.1:{port}"
+    deadline = time.monotonic() + 60
+    while True:
+        try:
+            with urllib.request.urlopen(f"{url}/moto-api/", timeout=1):
+                return proc, url
+        except OSError:
+            if proc.poll() is not None or time.monotonic() > deadline:
+                raise BenchmarkError(f"the embedded S3 did not start (see {log})") from None
+            time.sleep(0.1)
+
+
+def upload(url: str, trial: Path, prefix: str) -> None:
+    import boto3
+
+    client = boto3.client("s3", endpoint_url=url, aws_access_key_id="bench", aws_secret_access_key="bench",
+                          region_name="us-east-1")
+    try:
+        client.create_bucket(Bucket=BUCKET)
+    except client.exceptions.BucketAlreadyOwnedByYou:
+        pass
+    for path in sorted(p for p in trial.rglob("*") if p.is_file()):
+        client.upload_file(str(path), BUCKET, f"{prefix}/{path.relative_to(trial).as_posix()}")
+
+
+def process_cpu_s(pid: int) -> float:
+    """User + system CPU time of a process so far (/proc/PID/stat)."""
+    fields = Path(f"/proc/{pid}/stat").read_text().rsplit(")", 1)[1].split()
+    return (int(fields[11]) + int(fields[12])) / os.sysconf("SC_CLK_TCK")
+
+
+def read(reader: str, path: str, url: str | None, baseline: str | None) -> dict[str, Any]:
+    extra = dict(CREDENTIALS)
+    if url is not None:
+        extra["AWS_ENDPOINT_URL_S3"] = url
+    if reader.endswith("-baseline"):
+        assert baseline is not None
+        extra["PYTHONPATH"] = baseline
+    return run_worker(our_python(), "read.py", ["--reader", reader.removesuffix("-baseline"), path], "ours", 900,
+                      extra_env=extra)
+
+
+def main(argv: list[str] | None = None) -> int:
+    parser = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
+    parser.add_argument("--quick", action="store_true")
+    parser.add_argument("--steps", type=int, help="values of the large weight per trial (default 8; quick 2)")
+    parser.add_argument("--rows", type=int, help="default 4096 (quick 1024)")
+    parser.add_argument("--cols", type=int, help="default 4096 (quick 1024)")
+    parser.add_argument("--rounds", type=int, help="default 3 (quick 1)")
+    parser.add_argument("--no-smdebug", action="store_true", help="only our writer's trial")
+    parser.add_argument("--smdebug-python", help="the side virtualenv's python (smdebug's writer)")
+    parser.add_argument("--baseline-root", type=Path, help="another checkout: its facade reads too")
+    parser.add_argument("--work-dir", type=Path)
+    parser.add_argument("--seed", type=int, default=0)
+    parser.add_argument("--hook-steps", type=int,
+                        help="also a trial of our hook at save_interval 1 on run.py's MLP (13 tensors, 8.4 MB per"
+                             " step file, as rules read it): this many steps (default 0: none; quick 3)")
+    args = parser.parse_args(argv)
+    steps = args.steps or (2 if args.quick else 8)
+    rows = args.rows or (1024 if args.quick else 4096)
+    cols = args.cols or (1024 if args.quick else 4096)
+    rounds = args.rounds or (1 if args.quick else 3)
+    side = None if args.no_smdebug else smdebug_python(args.smdebug_python)
+    work, where = pick_work_dir(args.work_dir)
+    print(f"work folder: {work} ({where}); {steps} x {rows * cols * 4 / 2**20:.0f} MiB values per trial, {rounds} rounds")
+    servers: list[subprocess.Popen[bytes]] = []
+    try:
+        trials: dict[str, Path] = {}
+        for writer in ["ours"] + (["smdebug"] if side is not None else []):
+            out = work / f"large-{writer}"
+            run_worker(side if writer == "smdebug" else our_python(), "write_trial.py",  # type: ignore[arg-type]
+                       ["--writer", writer, "--workload", "large", "--steps", str(steps), "--rows", str(rows),
+                        "--cols", str(cols), "--out-dir", str(out)], writer, 900)
+            trials[writer] = out
+        hook_steps = args.hook_steps if args.hook_steps is not None else (3 if args.quick else 0)
+        if hook_steps:  # several tensors per step file: a value is a small part of its object
+            out = work / "hook-ours"
+            run_worker(our_python(), "train.py", ["--variant", "ours", "--interval", "1", "--steps", str(hook_steps),
+                                                  "--warmup", "0", "--out-dir", str(out)], "ours", 900)
+            trials["hook"] = out
+        ranged, ranged_url = start_server(work / "s3-data", False, work / "s3-ranged.log")
+        servers.append(ranged)
+        for writer, trial in trials.items():
+            upload(ranged_url, trial, writer)
+        whole, whole_url = start_server(work / "s3-data", True, work / "s3-whole.log")
+        servers.append(whole)
+        urls = {"ranged": ranged_url, "whole": whole_url}
+        pids = {"ranged": ranged.pid, "whole": whole.pid}
+        readers = ["ours", "facade"] + (["facade-baseline"] if args.baseline_root else [])
+        baseline = baseline_pythonpath(args.baseline_root, work) if args.baseline_root else None
+        local = {w: read("ours", str(t), None, None) for w, t in trials.items()}
+        rng = random.Random(args.seed)
+        runs: list[dict[str, Any]] = []
+        for round_no in range(rounds):
+            for writer in trials:
+                pairs = [(s, r) for s in urls for r in readers]
+                rng.shuffle(pairs)
+                for server, reader in pairs:
+                    server_cpu = process_cpu_s(pids[server])
+                    got = read(reader, f"s3://{BUCKET}/{writer}", urls[server], baseline)
+                    got["server_cpu_s"] = process_cpu_s(pids[server]) - server_cpu
+                    want = local[writer]
+                    if (got["values"], got["elements"], got["checksum"]) != (want["values"], want["elements"],
+                                                                              want["checksum"]):
+                        raise BenchmarkError(f"{reader} via {server} read other values from {writer}'s trial")
+                    got.update(writer=writer, server=server, variant=reader, round=round_no)
+                    runs.append(got)
+                    print(f"  round {round_no + 1}/{rounds} {writer:<7} {server:<6} {reader:<15}"
+                          f" {got['read_s']:7.3f} s  {got['bytes'] / got['read_s'] / 1e9:6.3f} GB/s"
+                          f"  CPU reader {got['cpu_s']:.2f} s, server {got['server_cpu_s']:.2f} s", flush=True)
+        print(report(runs, trials, readers))
+        load = os.getloadavg()
+        print(f"load average at the end: {load[0]:.1f} {load[1]:.1f} {load[2]:.1f} ({os.cpu_count()} cores)")
+        print(json.dumps({"runs": runs, "load_average": load, "steps": steps, "rows": rows, "cols": cols}))
+    finally:
+        for proc in servers:
+            proc.terminate()
+            proc.wait(30)
+        shutil.rmtree(work, ignore_errors=True)
+    return 0
+
+
+def report(runs: list[dict[str, Any]], trials: dict[str, Path], readers: list[str]) -> str:
+    lines = ["| trial by | reader | server | median s | fastest s | GB/s (median) | ranged / whole (paired) |"
+             " CPU s reader + server (median) |",
+             "|---|---|---|---|---|---|---|---|"]
+    for writer in trials:
+        for reader in readers:
+            times: dict[str, dict[int, float]] = {}
+            cpu: dict[str, list[float]] = {}
+            size = 0
+            for r in runs:
+                if r["writer"] == writer and r["variant"] == reader:
+                    times.setdefault(r["server"], {})[r["round"]] = r["read_s"]
+                    cpu.setdefault(r["server"], []).append(r["cpu_s"] + r["server_cpu_s"])
+                    size = r["bytes"]
+            paired = statistics.median(times["ranged"][k] / times["whole"][k] for k in times["ranged"])
+            for server in ("whole", "ranged"):
+                t = list(times[server].values())
+                lines.append(f"| {writer} | {reader} | {server} | {statistics.median(t):.3f} | {min(t):.3f} |"
+                             f" {size / statistics.median(t) / 1e9:.3f} | {'' if server == 'whole' else f'{paired:.3f}'} |"
+                             f" {statistics.median(cpu[server]):.2f} |")
+    return "\n".join(lines)
+
+
+if __name__ == "__main__":
+    sys.exit(main())

@@ -1,0 +1,63 @@
+"""benchmarks/s3_read.py end to end in quick mode (both servers, our reader and the facade, and the
+facade of a second checkout), and the PYTHONPATH that makes a second checkout's code the one a
+baseline run imports. No timing is asserted."""
+from __future__ import annotations
+
+import json
+import os
+import shutil
+import subprocess
+import sys
+from pathlib import Path
+
+import pytest
+
+REPO_ROOT = Path(__file__).resolve().parents[2]
+if str(REPO_ROOT) not in sys.path:
+    sys.path.insert(0, str(REPO_ROOT))
+
+from benchmarks.settings import baseline_pythonpath  # noqa: E402
+
+
+def _checkout_copy(dest: Path, marker: str) -> Path:
+    for name in ("sdlocal", "trial", "hook", "evaluator", "launcher", "compat"):
+        shutil.copytree(REPO_ROOT / name, dest / name, ignore=shutil.ignore_patterns("__pycache__"))
+    with open(dest / "trial" / "__init__.py", "a") as f:
+        f.write(f"\nBASELINE_MARKER = {marker!r}\n")
+    return dest
+
+
+def test_a_baseline_checkout_is_the_one_imported(tmp_path: Path) -> None:
+    other = _checkout_copy(tmp_path / "other", "other")
+    path = baseline_pythonpath(other, tmp_path / "work")
+    out = subprocess.run([sys.executable, "-c", "import sdlocal.trial as t, sdlocal.hook as h, smdebug as s; "
+                          "print(t.BASELINE_MARKER, h.__file__, s.__file__)"],
+                         env={**os.environ, "PYTHONPATH": path}, cwd=tmp_path, capture_output=True, text=True)
+    assert out.returncode == 0, out.stderr
+    marker, hook_file, facade_file = out.stdout.split()
+    assert marker == "other"
+    assert os.path.realpath(hook_file).startswith(str(other)) and os.path.realpath(facade_file).startswith(str(other))
+    # the other checkout's root alone on PYTHONPATH gives this checkout's subpackages (why the helper exists)
+    plain = subprocess.run([sys.executable, "-c", "import sdlocal.trial as t; print(t.__file__)"],
+                           env={**os.environ, "PYTHONPATH": str(other)}, cwd=tmp_path, capture_output=True, text=True)
+    assert not os.path.realpath(plain.stdout.strip()).startswith(str(other))
+
+
+@pytest.mark.slow
+def test_quick_run(tmp_path: Path) -> None:
+    other = _checkout_copy(tmp_path / "other", "other")
+    proc = subprocess.run([sys.executable, str(REPO_ROOT / "benchmarks" / "s3_read.py"), "--quick", "--no-smdebug",
+                           "--baseline-root", str(other), "--work-dir", str(tmp_path / "work")],
+                          cwd=REPO_ROOT, capture_output=True, text=True, timeout=600)
+    assert proc.returncode == 0, proc.stdout[-3000:] + proc.stderr[-3000:]
+    result = json.loads(proc.stdout.strip().splitlines()[-1])
+    runs = result["runs"]
+    assert {(r["server"], r["variant"]) for r in runs} == {
+        (s, v) for s in ("ranged", "whole") for v in ("ours", "facade", "facade-baseline")}
+    for r in runs:
+        if r["writer"] == "ours":
+            assert r["values"] == 2 * result["steps"] and r["bytes"] > result["steps"] * result["rows"] * result["cols"] * 4
+        else:  # our hook's trial (quick: 3 steps of 13 tensors), as rules read it
+            assert r["writer"] == "hook" and r["values"] == 3 * 13
+    assert {r["writer"] for r in runs} == {"ours", "hook"}
+    assert "| trial by | reader | server |" in proc.stdout

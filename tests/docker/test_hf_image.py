@@ -1,9 +1,10 @@
-"""Hugging Face Trainer jobs on the docker runtime, in an image a user builds as README says
-("Hugging Face and Lightning"): sdlocal's training image plus transformers and accelerate from a
+"""Hugging Face Trainer and Lightning jobs on the docker runtime, in an image a user builds as README says
+("Hugging Face and Lightning"): sdlocal's training image plus transformers, accelerate and lightning from a
 wheelhouse made on the host (examples/hf/wheelhouse.py, examples/hf/Dockerfile). Unchanged scripts
 (tests/hook/scripts/hf_trainer.py) run by the real `sdlocal run --runtime docker` with a built-in
-rule: the verdicts, and the trial's losses against what the Trainer logged; and the script under
-`accelerate launch` (2 CPU processes) as the job's container command, each process a worker.
+rule: the verdicts, and the trial's losses against what the Trainer logged; the script under
+`accelerate launch` (2 CPU processes) as the job's container command, each process a worker; and an
+unchanged Lightning script (tests/hook/scripts/lightning_train.py) in the same image.
 
 The image is built once per machine: its tag is a digest of the base image's id and the wheels'
 requirements (`sdlocal-test-hf:<digest>`), kept between runs; the wheelhouse stays in
@@ -43,15 +44,16 @@ def _wheelhouse_module() -> Any:
 
 @pytest.fixture(scope="session")
 def hf_image(docker_client: Any, sdlocal_images: Any) -> str:
-    """sdlocal's training image + transformers and accelerate (the host's versions), built as README says."""
-    _need("transformers", "accelerate")
+    """sdlocal's training image + transformers, accelerate and lightning (the host's versions), built as
+    README says."""
+    _need("transformers", "accelerate", "lightning")
     from sdlocal.launcher.images import build as img
 
     wheelhouse = _wheelhouse_module()
     base = os.environ.get("SDLOCAL_TEST_TRAINING_IMAGE", sdlocal_images.training)
     freeze = docker_client.containers.run(base, entrypoint=["pip"], command=["list", "--format", "freeze"],
                                           remove=True)
-    digest = wheelhouse.build(REPO / "build" / "hf-wheelhouse", ["transformers", "accelerate"],
+    digest = wheelhouse.build(REPO / "build" / "hf-wheelhouse", ["transformers", "accelerate", "lightning"],
                               wheelhouse.frozen_names(freeze.decode()), docker_client.images.get(base).id)
     tag = f"sdlocal-test-hf:{digest}"
     if not img.image_exists(tag, docker_client):
@@ -61,10 +63,11 @@ def hf_image(docker_client: Any, sdlocal_images: Any) -> str:
     return tag
 
 
-def _spec(tmp_path: Path, name: str, image: str, hyper: dict[str, str], command: list[str] | None = None) -> Path:
+def _spec(tmp_path: Path, name: str, image: str, hyper: dict[str, str], command: list[str] | None = None,
+          entry: str = "hf_trainer.py") -> Path:
     spec: dict[str, Any] = {
         "AlgorithmSpecification": {"TrainingImage": image},
-        "EntryPoint": "hf_trainer.py", "SourceDir": str(SCRIPTS), "HyperParameters": hyper,
+        "EntryPoint": entry, "SourceDir": str(SCRIPTS), "HyperParameters": hyper,
         "DebugHookConfig": {"S3OutputPath": "s3://sdlocal/jobs",
                             "HookParameters": {"save_interval": "1", "include_workers": "all"},
                             "CollectionConfigurations": [{"CollectionName": "losses"}]},
@@ -89,8 +92,9 @@ def _losses(trial: Any, mode: ModeKeys) -> list[float]:
 
 def test_hugging_face_trainer_in_a_users_image(hf_image: str, tmp_path: Path, moto_server: str) -> None:
     tag = uuid.uuid4().hex[:6]
-    ok, up, accel = f"dk-hf-ok-{tag}", f"dk-hf-up-{tag}", f"dk-hf-accel-{tag}"
+    ok, up, accel, pl = f"dk-hf-ok-{tag}", f"dk-hf-up-{tag}", f"dk-hf-accel-{tag}", f"dk-pl-ok-{tag}"
     specs = {ok: _spec(tmp_path, "ok", hf_image, {"max-steps": "8", "eval-steps": "4"}),
+             pl: _spec(tmp_path, "pl", hf_image, {"grad-accum": "2"}, entry="lightning_train.py"),
              up: _spec(tmp_path, "up", hf_image, {"case": "diverging", "max-steps": "8"}),
              accel: _spec(tmp_path, "accel", hf_image, {}, ["--max-steps", "6", "--eval-steps", "3"])}
     procs = {job: sdlocal(["run", str(spec), "--runtime", "docker", "--job-name", job], tmp_path, moto_server)
@@ -102,7 +106,7 @@ def test_hugging_face_trainer_in_a_users_image(hf_image: str, tmp_path: Path, mo
         assert f"TrainingImage {hf_image}" not in err  # run as given, not mapped to sdlocal's image
         verdicts[job] = {s["RuleConfigurationName"]: s["RuleEvaluationStatus"] for s in json.loads(out)}
     assert verdicts == {ok: {"LossNotDecreasing": "NoIssuesFound"}, up: {"LossNotDecreasing": "IssuesFound"},
-                        accel: {"LossNotDecreasing": "NoIssuesFound"}}
+                        accel: {"LossNotDecreasing": "NoIssuesFound"}, pl: {"LossNotDecreasing": "NoIssuesFound"}}
 
     trial = create_trial(tmp_path / "jobs" / ok / "output" / "tensors")
     assert trial.training_ended()
@@ -124,3 +128,10 @@ def test_hugging_face_trainer_in_a_users_image(hf_image: str, tmp_path: Path, mo
     per_worker = [[float(loss.value(s, mode=TRAIN, worker=w)) for s in range(6)] for w in ("worker_0", "worker_1")]
     log = json.loads((tmp_path / "jobs" / accel / "model" / "log_history.json").read_text())
     np.testing.assert_allclose(np.mean(per_worker, axis=0), [e["loss"] for e in log if "loss" in e], rtol=1e-3)
+
+    # Lightning, through sdlocal's callbacks_factory entry point as the image's sdlocal wheel installs
+    # it: 12 optimizer steps of 2 batches; validation (2 batches) after steps 4, 8, 12
+    trial = create_trial(tmp_path / "jobs" / pl / "output" / "tensors")
+    assert trial.steps(mode=TRAIN) == list(range(12)) and trial.steps(mode=EVAL) == list(range(6))
+    train, evals = _losses(trial, TRAIN), _losses(trial, EVAL)
+    assert 0.4 < train[0] < 1.2 and 0.4 < evals[0] < 1.2

@@ -51,21 +51,26 @@ def _installed(name: str) -> str | None:
 
 
 def requirements(packages: list[str], have: set[str]) -> list[str]:
-    """`name==version` for `packages` and their dependencies (markers of the image's Python) not in `have`."""
+    """`name==version` for `packages` and their dependencies (markers of the image's Python) not in
+    `have`; the extras a requirement asks for are followed also where the image has the package
+    (lightning's `fsspec[http]` needs aiohttp beside the image's fsspec)."""
     pins: dict[str, str] = {}
-    pending = [Requirement(p) for p in packages]
+    followed: set[tuple[str, str]] = set()
+    pending = [r for r in map(Requirement, packages) if r.marker is None or r.marker.evaluate(ENVIRONMENT)]
     while pending:
         req = pending.pop()
-        name = canonicalize_name(req.name)
-        if name in have or name in pins or (req.marker is not None and not req.marker.evaluate(ENVIRONMENT)):
-            continue
+        name = canonicalize_name(req.name)  # its marker held where it was required (the extra's)
         version = _installed(name)
-        pins[name] = f"{name}=={version}" if version else str(req)
-        if version is not None:
-            for extra in req.extras or {""}:
-                env = {**ENVIRONMENT, "extra": extra}
-                pending += [r for r in map(Requirement, md.requires(name) or [])
-                            if r.marker is None or r.marker.evaluate(env)]
+        if name not in have and name not in pins:
+            pins[name] = f"{name}=={version}" if version else f"{name}{req.specifier}"
+        if version is None:
+            continue  # not on this host: pip download takes its latest, its dependencies unknown here
+        extras = set(req.extras) | ({""} if name not in have else set())
+        for extra in sorted(extras - {e for n, e in followed if n == name}):
+            followed.add((name, extra))
+            env = {**ENVIRONMENT, "extra": extra}
+            pending += [r for r in map(Requirement, md.requires(name) or [])
+                        if r.marker is None or r.marker.evaluate(env)]
     return sorted(pins.values())
 
 

@@ -71,10 +71,11 @@ _BASELINE_PATHS: dict[Path, str] = {}
 
 def baseline_pythonpath(root: Path, work: Path | None = None) -> str:
     """PYTHONPATH on which `sdlocal` (and the `smdebug` facade) come from the checkout at `root`:
-    a folder `sdlocal/` of links to its top-level packages. `root` itself on PYTHONPATH is not
-    enough: this checkout's editable install maps `sdlocal.trial`, `sdlocal.hook`... onto this
-    checkout whenever the `sdlocal` found first has no such folder (the other checkout's `sdlocal/`
-    holds only its `__init__.py`), so a "baseline" ran this checkout's code. Checked here."""
+    a folder `sdlocal/` of links to its top-level packages. For a checkout of the older layout
+    (packages at the root, its `sdlocal/` holding only `__init__.py`) `root` itself on PYTHONPATH is
+    not enough: an editable install of that layout maps `sdlocal.trial`, `sdlocal.hook`... onto its
+    own checkout, so a "baseline" ran this checkout's code. The links work for both layouts (the
+    root's names are symlinks into sdlocal/ now). Checked here."""
     import subprocess
     import tempfile
 

@@ -1,7 +1,8 @@
 """docs/design.md stays true where a reader can check it statically: every repository path it names
 exists; the launcher's roles import downwards only (no circle between its folders), the job record is
 the only code that names `job.json`, statuses/summary.py imports nothing of job/, spec/ and jobdir/
-do not import each other, and no file-level circle is left in launcher/."""
+do not import each other, no file-level circle is left in launcher/, and the names it gives
+(`sdlocal.x.y`, `Class.member` of our classes) exist."""
 from __future__ import annotations
 
 import ast
@@ -96,3 +97,58 @@ def test_every_path_the_design_names_exists() -> None:
     named = {m.group(1) for m in re.finditer(rf"(?<![\w./-])((?:{'|'.join(tops)})/[\w./-]*[\w/])", text)}
     assert len(named) > 50  # the doc names its modules
     assert sorted(p for p in named if "..." not in p and not (REPO / p).exists()) == []
+
+
+def _class_members() -> dict[str, set[str]]:
+    """Every class of the package -> the names its body and its bases' bodies define (methods,
+    fields, attributes)."""
+    members: dict[str, set[str]] = defaultdict(set)
+    bases: dict[str, set[str]] = defaultdict(set)
+    for path in (REPO / "sdlocal").rglob("*.py"):
+        for node in ast.walk(ast.parse(path.read_text())):
+            if isinstance(node, ast.ClassDef):
+                bases[node.name].update(b.id for b in node.bases if isinstance(b, ast.Name))
+                for item in node.body:
+                    if isinstance(item, (ast.FunctionDef, ast.AsyncFunctionDef)):
+                        members[node.name].add(item.name)
+                    elif isinstance(item, ast.AnnAssign) and isinstance(item.target, ast.Name):
+                        members[node.name].add(item.target.id)
+                    elif isinstance(item, ast.Assign):
+                        members[node.name].update(t.id for t in item.targets if isinstance(t, ast.Name))
+
+    def inherited(name: str, seen: frozenset[str] = frozenset()) -> set[str]:
+        out = set(members.get(name, ()))
+        for base in bases.get(name, set()) - seen - {name}:
+            out |= inherited(base, seen | {name})
+        return out
+
+    return {name: inherited(name) for name in list(members)}
+
+
+def test_every_name_the_design_gives_exists() -> None:
+    """`sdlocal.x.y` names import (a module or one of its attributes); `Class.member` names of a
+    class of ours are defined in that class (names of other libraries' classes are theirs)."""
+    import importlib
+
+    text = (REPO / "docs" / "design.md").read_text()
+    dotted = set(re.findall(r"`(sdlocal(?:\.\w+)+)`", text))
+    missing = []
+    for name in sorted(dotted):
+        parts = name.split(".")
+        for i in range(len(parts), 0, -1):
+            try:
+                obj: object = importlib.import_module(".".join(parts[:i]))
+            except ModuleNotFoundError:
+                continue
+            try:
+                for attr in parts[i:]:
+                    obj = getattr(obj, attr)
+            except AttributeError:
+                missing.append(name)
+            break
+    members = _class_members()
+    qualified = set(re.findall(r"`([A-Z]\w+)\.(\w+)", text))
+    checked = [(c, m) for c, m in sorted(qualified) if c in members]
+    missing += [f"{c}.{m}" for c, m in checked if m not in members[c]]
+    assert len(dotted) >= 5 and len(checked) >= 8  # the doc names them
+    assert missing == []

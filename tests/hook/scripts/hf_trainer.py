@@ -85,7 +85,7 @@ trainer = Trainer(model=model, args=training_args, train_dataset=Data(256, 1), e
                   optimizers=optimizers, callbacks=callbacks)
 trainer.train()
 model_dir = os.environ.get("SM_MODEL_DIR")
-if model_dir:  # what the Trainer logged, for the test to compare with the trial
+if model_dir and trainer.is_world_process_zero():  # what the Trainer logged (once: every process has it)
     with open(os.path.join(model_dir, "log_history.json"), "w") as f:
         json.dump(trainer.state.log_history, f)
 print("final", trainer.state.log_history[-1])

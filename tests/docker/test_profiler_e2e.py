@@ -13,7 +13,6 @@ from __future__ import annotations
 import json
 import subprocess
 import sys
-import time
 import uuid
 from pathlib import Path
 from typing import Any
@@ -21,6 +20,7 @@ from typing import Any
 import pytest
 
 from tests.chromium import render_page
+from tests.docker._events import created_containers
 from tests.docker.test_runtime import REPO, finish, leftovers, sdlocal
 from tests.launcher.e2e.test_e2e_profiler import (
     FINAL_OK,
@@ -36,11 +36,8 @@ from tests.launcher.e2e.test_e2e_profiler import (
 pytestmark = pytest.mark.docker
 
 
-def rule_containers(docker_client: Any, job: str, since: int) -> list[str]:
-    """The rule names of the evaluator containers created for the job, sorted."""
-    events = docker_client.events(since=since, until=int(time.time()) + 1, decode=True,
-                                  filters={"type": "container", "event": "create", "label": f"sdlocal.job={job}"})
-    created = [e["Actor"]["Attributes"] for e in events]
+def rule_names(created: list[dict[str, str]]) -> list[str]:
+    """The rule names of the evaluator containers created (tests/docker/_events.py), sorted."""
     return sorted(a["sdlocal.rule"] for a in created if a.get("sdlocal.role") == "rule")
 
 
@@ -49,14 +46,15 @@ def test_sdk_job_with_profiler_report_in_containers(docker_client: Any, sdlocal_
     job, report_name = f"dk-sdkprof-{uuid.uuid4().hex[:6]}", "ProfilerReport-1700000000"
     spec = tmp_path / "job.json"
     spec.write_text(json.dumps(sdk_request(report_name)))
-    since = int(time.time()) - 1
-    code, statuses, err = finish(sdlocal(["run", str(spec), "--job-name", job], tmp_path, moto_server), timeout=540)
+    with created_containers(docker_client, job) as created:
+        code, statuses, err = finish(sdlocal(["run", str(spec), "--job-name", job], tmp_path, moto_server),
+                                     timeout=540)
     assert code == 0, err
     assert "Runtime: docker" in err and "not evaluated yet" not in err
     assert "System metrics of the training container every 500 ms" in err
     assert [s["RuleConfigurationName"] for s in statuses] == ["LossNotDecreasing", report_name]
     assert {s["RuleEvaluationStatus"] for s in statuses} <= FINAL_OK, statuses
-    assert rule_containers(docker_client, job, since) == sorted(["LossNotDecreasing", report_name])
+    assert rule_names(created) == sorted(["LossNotDecreasing", report_name])
 
     profiler = keys(s3_client, f"jobs/{job}/profiler-output/")
     system = [k for k in profiler if k.startswith("system/incremental/")]
@@ -87,14 +85,14 @@ def test_sdk_job_with_profiler_report_in_containers(docker_client: Any, sdlocal_
 def test_every_profiler_rule_in_its_own_container(docker_client: Any, sdlocal_images: Any, moto_server: str,
                                                   s3_client: Any, tmp_path: Path) -> None:
     job = f"dk-allprof-{uuid.uuid4().hex[:6]}"
-    since = int(time.time()) - 1
-    code, statuses, err = finish(sdlocal(["run", "examples/profiler-job.yaml", "--job-name", job], tmp_path,
-                                         moto_server), timeout=540)
+    with created_containers(docker_client, job) as created:
+        code, statuses, err = finish(sdlocal(["run", "examples/profiler-job.yaml", "--job-name", job], tmp_path,
+                                             moto_server), timeout=540)
     assert code == 0, err
     names = ["LossNotDecreasing", "ProfilerReport", *PROFILER_RULES]
     assert [s["RuleConfigurationName"] for s in statuses] == names
     assert {s["RuleEvaluationStatus"] for s in statuses} <= FINAL_OK, statuses
-    assert rule_containers(docker_client, job, since) == sorted(names)
+    assert rule_names(created) == sorted(names)
     for name in names[1:]:
         rule_output = f"jobs/{job}/rule-output/{name}"
         check_reports(s3_client, rule_output, PROFILER_RULES if name == "ProfilerReport" else (name,))

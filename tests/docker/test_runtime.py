@@ -20,6 +20,7 @@ import pytest
 from sdlocal.launcher.runtime import RuleLaunch
 from sdlocal.launcher.runtime.docker import DockerRuntime
 from sdlocal.launcher.runtime.docker_config import host_resources
+from tests.docker._events import created_containers
 from tests.helpers import start_sdlocal
 
 REPO = Path(__file__).resolve().parents[2]
@@ -55,10 +56,11 @@ def verdicts(rows: list[dict[str, Any]]) -> dict[str, str]:
 def test_example_job_same_verdicts_one_container_per_rule(
         docker_client: Any, sdlocal_images: Any, moto_server: str, tmp_path: Path) -> None:
     job, process_job = f"dk-ok-{uuid.uuid4().hex[:6]}", f"pr-ok-{uuid.uuid4().hex[:6]}"
-    since = int(time.time()) - 1
     started = time.monotonic()
-    docker_run = sdlocal(["run", "examples/job.yaml", "--job-name", job, "-p", f"steps={STEPS}"], tmp_path, moto_server)
-    code, rows, err = finish(docker_run)
+    with created_containers(docker_client, job) as created:
+        docker_run = sdlocal(["run", "examples/job.yaml", "--job-name", job, "-p", f"steps={STEPS}"], tmp_path,
+                             moto_server)
+        code, rows, err = finish(docker_run)
     took = time.monotonic() - started
     assert code == 0, err
     assert "Runtime: docker" in err
@@ -70,9 +72,6 @@ def test_example_job_same_verdicts_one_container_per_rule(
     assert set(verdicts(rows)) == {"VanishingGradient", "ExplodingTensor", "LossNotDecreasing"}
     assert set(verdicts(rows).values()) <= {"IssuesFound", "NoIssuesFound"}, rows
 
-    events = docker_client.events(since=since, until=int(time.time()) + 1, decode=True,
-                                  filters={"type": "container", "event": "create", "label": f"sdlocal.job={job}"})
-    created = [e["Actor"]["Attributes"] for e in events]
     rules = sorted(a["sdlocal.rule"] for a in created if a.get("sdlocal.role") == "rule")
     assert rules == ["ExplodingTensor", "LossNotDecreasing", "VanishingGradient"]
     assert [a["sdlocal.role"] for a in created].count("training") == 1
@@ -257,7 +256,6 @@ def test_custom_rule_image_under_sdlocal_run(docker_client: Any, sdlocal_images:
     """A RuleEvaluatorImage that is not SageMaker's runs as a custom rule image, with its baked-in
     rule file, beside a built-in rule in our evaluator image."""
     job = f"dk-custom-{uuid.uuid4().hex[:6]}"
-    since = int(time.time()) - 1
     spec = tmp_path / "job.yaml"
     spec.write_text(json.dumps({
         "EntryPoint": "train.py", "SourceDir": str(REPO / "examples"),
@@ -275,13 +273,13 @@ def test_custom_rule_image_under_sdlocal_run(docker_client: Any, sdlocal_images:
              "RuleParameters": {"rule_to_invoke": "ExplodingTensor", "collection_names": "weights"}},
         ],
     }))
-    code, rows, err = finish(sdlocal(["run", str(spec), "--job-name", job, "--keep-containers"], tmp_path, moto_server))
+    with created_containers(docker_client, job) as created:
+        code, rows, err = finish(sdlocal(["run", str(spec), "--job-name", job, "--keep-containers"], tmp_path,
+                                         moto_server))
     assert code == 0, err
     assert verdicts(rows) == {"WeightNormLow": "IssuesFound", "WeightNormHigh": "NoIssuesFound",
                               "ExplodingTensor": "NoIssuesFound"}, rows
-    events = docker_client.events(since=since, until=int(time.time()) + 1, decode=True,
-                                  filters={"type": "container", "event": "create", "label": f"sdlocal.job={job}"})
-    images = {e["Actor"]["Attributes"].get("sdlocal.rule"): e["Actor"]["Attributes"]["image"] for e in events}
+    images = {a.get("sdlocal.rule"): a["image"] for a in created}
     assert images["WeightNormLow"] == images["WeightNormHigh"] == custom_rule_image
     assert images["ExplodingTensor"] == sdlocal_images.evaluator
     # limits: the rule's InstanceType (ml.t3.medium: 2 vCPUs, 4 GiB, capped at this host), else the defaults

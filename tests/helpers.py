@@ -57,3 +57,20 @@ def s3_keys(client: Any, bucket: str, prefix: str = "", *, relative: bool = Fals
     pages = client.get_paginator("list_objects_v2").paginate(Bucket=bucket, Prefix=prefix)
     keys = [o["Key"] for page in pages for o in page.get("Contents", [])]
     return [k[len(prefix):] for k in keys] if relative else keys
+
+
+def run_jobs(specs: Mapping[str, Path], home: Path, moto_server: str, runtime: str,
+             timeout: float = 900) -> dict[str, dict[str, str]]:
+    """`sdlocal run` of each job spec at once (job name -> spec file) on `runtime`, to their ends:
+    each job's rule verdicts (RuleConfigurationName -> RuleEvaluationStatus)."""
+    import json
+
+    procs = {job: start_sdlocal("run", str(spec), "--job-name", job, "--runtime", runtime,
+                                "--s3-endpoint-url", moto_server, "--json", home=home, runtime=None)
+             for job, spec in specs.items()}
+    verdicts = {}
+    for job, proc in procs.items():
+        out, err = proc.communicate(timeout=timeout)
+        assert proc.returncode == 0, (job, err[-3000:])
+        verdicts[job] = {s["RuleConfigurationName"]: s["RuleEvaluationStatus"] for s in json.loads(out)}
+    return verdicts

@@ -19,7 +19,7 @@ import yaml
 from sdlocal.trial import create_trial
 from sdlocal.trial.modes import ModeKeys
 from tests.conftest import missing
-from tests.launcher.e2e.test_e2e import sdlocal
+from tests.helpers import run_jobs
 
 pytestmark = pytest.mark.slow
 REPO = Path(__file__).resolve().parents[2]
@@ -56,14 +56,7 @@ def _rule(name: str, **params: str) -> dict[str, Any]:
 
 
 def _run_all(tmp_path: Path, moto_server: str, jobs: dict[str, Path]) -> dict[str, dict[str, str]]:
-    procs = {job: sdlocal(["run", str(spec), "--runtime", "process", "--job-name", job], tmp_path, moto_server)
-             for job, spec in jobs.items()}
-    verdicts = {}
-    for job, proc in procs.items():
-        out, err = proc.communicate(timeout=500)
-        assert proc.returncode == 0, err[-3000:]
-        verdicts[job] = {s["RuleConfigurationName"]: s["RuleEvaluationStatus"] for s in json.loads(out)}
-    return verdicts
+    return run_jobs(jobs, tmp_path, moto_server, "process", timeout=500)
 
 
 def _trial(tmp_path: Path, job: str) -> Any:

@@ -4,9 +4,6 @@ hook, its records uploaded and judged by each rule's own evaluator; the healthy 
 four. The process runtime here; tests/docker/test_records_rules.py runs the same jobs in containers."""
 from __future__ import annotations
 
-import concurrent.futures
-import json
-import subprocess
 import uuid
 from pathlib import Path
 from typing import Any
@@ -14,7 +11,7 @@ from typing import Any
 import pytest
 import yaml
 
-from tests.launcher._smjob import sdlocal
+from tests.helpers import run_jobs
 
 SOURCE = Path(__file__).parents[1] / "data" / "records_faults"
 FAULTS = {"no_zero_grad": "GradientsNotReset", "eval_in_train": "EvaluationMisuse",
@@ -39,21 +36,12 @@ def spec(tmp_path: Path, job: str, fault: str, rules: list[str], image: str | No
 def run_all(tmp_path: Path, moto_server: str, runtime: str, image: str | None = None) -> dict[str, dict[str, str]]:
     """The four faulty loops (each with its rule) and the healthy one (all four rules), at once."""
     tag = uuid.uuid4().hex[:6]
-    jobs = {f"rf-{fault.replace('_', '-')}-{tag}": spec(tmp_path, f"rf-{fault.replace('_', '-')}-{tag}", fault,
-                                                        [rule], image) for fault, rule in FAULTS.items()}
-    jobs[f"rf-none-{tag}"] = spec(tmp_path, f"rf-none-{tag}", "none", list(FAULTS.values()), image)
-    with_threads: dict[str, subprocess.CompletedProcess[str]] = {}
-    with concurrent.futures.ThreadPoolExecutor(len(jobs)) as pool:
-        futures = {job: pool.submit(sdlocal, ["run", str(path)], tmp_path, moto_server, runtime, 900)
-                   for job, path in jobs.items()}
-        for job, future in futures.items():
-            with_threads[job] = future.result()
-    verdicts = {}
-    for job, result in with_threads.items():
-        assert result.returncode == 0, (job, result.stderr[-3000:])
-        verdicts[job.rsplit("-", 1)[0]] = {s["RuleConfigurationName"]: s["RuleEvaluationStatus"]
-                                           for s in json.loads(result.stdout)}
-    return verdicts
+    names = {f"rf-{fault.replace('_', '-')}": (fault, [rule]) for fault, rule in FAULTS.items()}
+    names["rf-none"] = ("none", list(FAULTS.values()))
+    specs = {f"{name}-{tag}": spec(tmp_path, f"{name}-{tag}", fault, rules, image)
+             for name, (fault, rules) in names.items()}
+    verdicts = run_jobs(specs, tmp_path, moto_server, runtime)
+    return {job.rsplit("-", 1)[0]: found for job, found in verdicts.items()}
 
 
 EXPECTED = {**{f"rf-{fault.replace('_', '-')}": {rule: "IssuesFound"} for fault, rule in FAULTS.items()},

@@ -7,6 +7,7 @@ from collections import deque
 from collections.abc import Iterable, Sequence
 from pathlib import Path
 
+from sdlocal.trial._direct import DirectWriter
 from sdlocal.trial.collection import Collection, CollectionsFile
 from sdlocal.trial.modes import ModeKeys, to_mode
 from sdlocal.trial.proto import encode_event_parts
@@ -121,6 +122,7 @@ class TrialWriter:
         self.worker = worker
         self.drop_behind = os.environ.get(DROP_BEHIND_ENV) == "1" if drop_behind is None else drop_behind
         self._behind: deque[Path] = deque()  # large step files written, oldest first
+        self._direct = DirectWriter()  # large step files past the page cache (trial/_direct.py)
 
     def write_step(
         self,
@@ -157,7 +159,10 @@ class TrialWriter:
         if payload_index:
             meta["event_file_name"] = ev_key
             drop = self.drop_behind and pos >= DROP_BEHIND_BYTES
-            _atomic_write(self.root / ev_key, parts, drop=drop)
+            if self._direct.wanted(self.root, pos) and self._write_direct(self.root / ev_key, parts, pos):
+                drop = False  # no page cache to drop
+            else:
+                _atomic_write(self.root / ev_key, parts, drop=drop)
             if drop:
                 self._behind.append(self.root / ev_key)
                 if len(self._behind) > DROP_BEHIND_LAG:
@@ -166,6 +171,17 @@ class TrialWriter:
         idx_path = self.root / index_key(step, self.worker)
         _atomic_write(idx_path, json.dumps(index).encode())
         return idx_path
+
+    def _write_direct(self, path: Path, parts: Sequence[bytes | memoryview], size: int) -> bool:
+        tmp = path.with_name(path.name + ".tmp")
+        try:
+            written = self._direct.write(tmp, parts, size)
+        except FileNotFoundError:  # the step's own events folder is new
+            path.parent.mkdir(parents=True, exist_ok=True)
+            written = self._direct.write(tmp, parts, size)
+        if written:
+            os.replace(tmp, path)
+        return written
 
     def write_collections(self, collections: Iterable[Collection], num_workers: int = 1) -> Path:
         path = self.root / collections_key(self.worker)

@@ -151,6 +151,7 @@ def test_large_step_files_are_dropped_behind_and_read_back_whole(tmp_path: Path,
         real(fd, offset, length, advice)
 
     monkeypatch.setattr(writer_module, "_FADVISE", spy)
+    monkeypatch.setenv("SDLOCAL_DIRECT_WRITES", "0")  # direct writes (on a disk) leave no page cache to drop
     big = np.arange(300_000, dtype=np.float32)  # 1.2 MB
     monkeypatch.setenv(writer_module.DROP_BEHIND_ENV, "1")
     w = TrialWriter(tmp_path / "t")

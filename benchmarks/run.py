@@ -44,6 +44,7 @@ from benchmarks.settings import (  # noqa: E402
     smdebug_python,
 )
 from benchmarks.verify import check_trial  # noqa: E402
+from sdlocal.trial.direct_io import fs_type  # noqa: E402
 
 Log = Callable[[str], None]
 SHM_MIN_FREE = 8 << 30  # an interval-1 run writes ~2.7 GB
@@ -89,7 +90,8 @@ def pick_work_dir(explicit: Path | None) -> tuple[Path, str]:
     """A tmpfs when there is room (no disk write-back bleeding into the next run), else a temp dir."""
     if explicit is not None:
         explicit.mkdir(parents=True, exist_ok=True)
-        return Path(tempfile.mkdtemp(prefix="sdlocal-bench-", dir=explicit)), str(explicit)
+        # the file system says how large step files are written (trial/direct_io.py: O_DIRECT on a disk's)
+        return Path(tempfile.mkdtemp(prefix="sdlocal-bench-", dir=explicit)), f"{explicit} ({fs_type(explicit)})"
     shm = Path("/dev/shm")
     if shm.is_dir() and os.access(shm, os.W_OK) and shutil.disk_usage(shm).free >= SHM_MIN_FREE:
         return Path(tempfile.mkdtemp(prefix="sdlocal-bench-", dir=shm)), "tmpfs (/dev/shm)"

@@ -7,8 +7,8 @@ from collections import deque
 from collections.abc import Iterable, Sequence
 from pathlib import Path
 
-from sdlocal.trial._direct import DirectWriter
 from sdlocal.trial.collection import Collection, CollectionsFile
+from sdlocal.trial.direct_io import DirectWriter
 from sdlocal.trial.modes import ModeKeys, to_mode
 from sdlocal.trial.proto import encode_event_parts
 from sdlocal.trial.tfrecord import FOOTER, encode_header
@@ -122,7 +122,7 @@ class TrialWriter:
         self.worker = worker
         self.drop_behind = os.environ.get(DROP_BEHIND_ENV) == "1" if drop_behind is None else drop_behind
         self._behind: deque[Path] = deque()  # large step files written, oldest first
-        self._direct = DirectWriter()  # large step files past the page cache (trial/_direct.py)
+        self._direct = DirectWriter()  # large step files past the page cache (trial/direct_io.py)
 
     def write_step(
         self,

@@ -1,4 +1,4 @@
-"""Large step files written with O_DIRECT (trial/_direct.py): the same bytes as a buffered write,
+"""Large step files written with O_DIRECT (trial/direct_io.py): the same bytes as a buffered write,
 read back by our reader and by smdebug 1.0.34's; where it is used (file system, size, the
 variable); a file system that refuses O_DIRECT gets a buffered file and no later attempt."""
 from __future__ import annotations
@@ -11,7 +11,8 @@ from pathlib import Path
 import numpy as np
 import pytest
 
-from sdlocal.trial import Collection, ModeKeys, TrialWriter, _direct, create_trial
+from sdlocal.trial import Collection, ModeKeys, TrialWriter, create_trial
+from sdlocal.trial import direct_io as _direct
 from sdlocal.trial.writer import event_key
 
 SMDEBUG_READ = r"""

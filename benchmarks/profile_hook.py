@@ -38,6 +38,7 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--steps", type=int, default=200)
     parser.add_argument("--warmup", type=int, default=20)
     parser.add_argument("--top", type=int, default=25)
+    parser.add_argument("--work-dir", type=Path, help="where the trial goes (default a tmpfs: /dev/shm)")
     args = parser.parse_args(argv)
 
     from sdlocal.hook import _async_writer
@@ -56,7 +57,10 @@ def main(argv: list[str] | None = None) -> int:
 
     _model.pin_threads()
     model, loss_fn, optimizer, batches = _model.make_workload()
-    with tempfile.TemporaryDirectory(dir="/dev/shm" if Path("/dev/shm").is_dir() else None) as tmp:
+    where = args.work_dir or (Path("/dev/shm") if Path("/dev/shm").is_dir() else None)
+    if where is not None:
+        where.mkdir(parents=True, exist_ok=True)
+    with tempfile.TemporaryDirectory(dir=where) as tmp:
         hook = train_worker._our_hook(Path(tmp) / "trial", args.interval)
         hook.register_module(model)
         hook.register_loss(loss_fn)

@@ -89,6 +89,7 @@ def run_worker(python: Path, script: str, args: list[str], side: str, timeout_s:
 def pick_work_dir(explicit: Path | None) -> tuple[Path, str]:
     """A tmpfs when there is room (no disk write-back bleeding into the next run), else a temp dir."""
     if explicit is not None:
+        explicit = explicit.resolve()  # absolute: a baseline's PYTHONPATH lies in it, used from other folders
         explicit.mkdir(parents=True, exist_ok=True)
         # the file system says how large step files are written (trial/direct_io.py: O_DIRECT on a disk's)
         return Path(tempfile.mkdtemp(prefix="sdlocal-bench-", dir=explicit)), f"{explicit} ({fs_type(explicit)})"

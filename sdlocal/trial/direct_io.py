@@ -101,16 +101,7 @@ class DirectWriter:
         """Write `parts` (`size` bytes in all) as the new file `tmp`, in the folder of the last
         `wanted`; False (nothing written, no file left) where the file system refuses O_DIRECT
         (remembered): the caller writes it buffered."""
-        padded = -(-size // BLOCK) * BLOCK
-        buf = self._take(padded)
-        view = np.frombuffer(buf, dtype=np.uint8, count=padded)
-        pos = 0
-        for part in parts:
-            n = len(part) if isinstance(part, bytes) else part.nbytes
-            view[pos:pos + n] = np.frombuffer(part, dtype=np.uint8, count=n)  # a memcpy without the GIL
-            pos += n
-        view[pos:padded] = 0
-        try:
+        try:  # first: a missing folder (FileNotFoundError, the caller makes it) costs no copy
             fd = os.open(tmp, os.O_WRONLY | os.O_CREAT | os.O_TRUNC | os.O_CLOEXEC | _O_DIRECT, 0o666)
         except OSError as e:
             if e.errno != errno.EINVAL:
@@ -118,6 +109,16 @@ class DirectWriter:
             self._verdicts[self._dev] = False
             return False
         try:
+            padded = -(-size // BLOCK) * BLOCK
+            buf = self._take(padded)
+            view = np.frombuffer(buf, dtype=np.uint8, count=padded)
+            pos = 0
+            for part in parts:
+                n = len(part) if isinstance(part, bytes) else part.nbytes
+                view[pos:pos + n] = np.frombuffer(part, dtype=np.uint8, count=n)  # a memcpy without the GIL
+                pos += n
+            view[pos:padded] = 0
+            del view
             done = 0
             while done < padded:
                 try:

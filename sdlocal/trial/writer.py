@@ -62,10 +62,10 @@ def _write_all(fd: int, data: bytes | Sequence[bytes | memoryview]) -> None:
 # A reader of the step (a rule, live) then reads it from the disk rather than from memory.
 DROP_BEHIND_BYTES = 1 << 20  # smaller files are left alone
 DROP_BEHIND_LAG = 4  # the files of this many later steps are written before a file's pages are dropped
-# Off unless SDLOCAL_DROP_BEHIND=1 (or TrialWriter(drop_behind=True)): a reader of a step file after
-# its drop (the launcher's upload, every second) reads it from the disk, and that side was not
-# measured. Waiting until a file is 2 s old (so that the upload finds it in memory) lost the gain
-# and more: interval 1 on ext4 +27% CPU against main, the write-back started for nothing.
+# Off unless SDLOCAL_DROP_BEHIND=1 (or TrialWriter(drop_behind=True)), and only for files not written
+# direct (direct_io.py: O_DIRECT on a disk's file system leaves no page cache to drop, at less CPU).
+# Waiting until a file is 2 s old (so that the upload finds it in memory) lost the gain and more:
+# interval 1 on ext4 +27% CPU against main, the write-back started for nothing.
 DROP_BEHIND_ENV = "SDLOCAL_DROP_BEHIND"
 _FADVISE = getattr(os, "posix_fadvise", None)
 

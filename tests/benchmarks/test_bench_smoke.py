@@ -55,7 +55,9 @@ def test_quick_run_of_our_side(tmp_path: Path) -> None:
 @pytest.mark.slow
 @pytest.mark.interop
 def test_quick_run_side_by_side_with_smdebug(tmp_path: Path, smdebug_python: Path) -> None:
-    results = _run_quick(tmp_path, "--smdebug-python", str(smdebug_python))
+    # the reader part beside smdebug is test_reader_bench's (benchmarks/reader.py, which run.py calls);
+    # run.py's own use of it runs in test_quick_run_of_our_side
+    results = _run_quick(tmp_path, "--smdebug-python", str(smdebug_python), "--parts", "train,read")
 
     variants = {r["variant"] for r in results["training"]["runs"]}
     assert variants == {"none-ours", "ours", "none-smdebug", "smdebug"}

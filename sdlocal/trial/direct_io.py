@@ -76,7 +76,8 @@ def _device(folder: Path) -> int | None:
 
 class DirectWriter:
     """Writes large files with O_DIRECT where `mode` allows (see the module's docstring); one per
-    TrialWriter (its buffer is not shared between threads)."""
+    TrialWriter (its buffer, as large as the largest file so far, is not shared between threads and
+    lives as long as the writer)."""
 
     def __init__(self, mode: str | None = None) -> None:
         self.mode = mode_from_env() if mode is None else mode
@@ -148,8 +149,3 @@ class DirectWriter:
                 self._buffer.close()
             self._buffer = mmap.mmap(-1, size)  # anonymous memory: page-aligned
         return self._buffer
-
-    def close(self) -> None:
-        if self._buffer is not None:
-            self._buffer.close()
-            self._buffer = None

@@ -62,6 +62,17 @@ def fs_type(path: Path, mountinfo: str | None = None) -> str | None:
     return best_type
 
 
+def open_new(path: Path, flags: int = 0) -> int:
+    """A descriptor of `path`, created (or emptied) for writing with `flags` added; its folder is
+    made where missing (a step's own events folder is new, or was removed)."""
+    mode = os.O_WRONLY | os.O_CREAT | os.O_TRUNC | os.O_CLOEXEC | flags
+    try:
+        return os.open(path, mode, 0o666)
+    except FileNotFoundError:
+        path.parent.mkdir(parents=True, exist_ok=True)
+        return os.open(path, mode, 0o666)
+
+
 def _device(folder: Path) -> int | None:
     """st_dev of `folder`, or of its nearest existing parent (a trial folder not made yet)."""
     for f in (folder, *folder.parents):
@@ -102,8 +113,8 @@ class DirectWriter:
         """Write `parts` (`size` bytes in all) as the new file `tmp`, in the folder of the last
         `wanted`; False (nothing written, no file left) where the file system refuses O_DIRECT
         (remembered): the caller writes it buffered."""
-        try:  # first: a missing folder (FileNotFoundError, the caller makes it) costs no copy
-            fd = os.open(tmp, os.O_WRONLY | os.O_CREAT | os.O_TRUNC | os.O_CLOEXEC | _O_DIRECT, 0o666)
+        try:
+            fd = open_new(tmp, _O_DIRECT)
         except OSError as e:
             if e.errno != errno.EINVAL:
                 raise

@@ -8,7 +8,7 @@ from collections.abc import Iterable, Sequence
 from pathlib import Path
 
 from sdlocal.trial.collection import Collection, CollectionsFile
-from sdlocal.trial.direct_io import DirectWriter
+from sdlocal.trial.direct_io import DirectWriter, open_new
 from sdlocal.trial.modes import ModeKeys, to_mode
 from sdlocal.trial.proto import encode_event_parts
 from sdlocal.trial.tfrecord import FOOTER, encode_header
@@ -97,11 +97,7 @@ def _atomic_write(path: Path, data: bytes | Sequence[bytes | memoryview], tmp_na
     it: a file several writers write), then rename. `drop`: start its write-back at once (its pages
     are dropped once written back, by a later _drop_cached_path)."""
     tmp = path.with_name(tmp_name or path.name + ".tmp")
-    try:
-        fd = os.open(tmp, os.O_WRONLY | os.O_CREAT | os.O_TRUNC | os.O_CLOEXEC, 0o666)
-    except FileNotFoundError:  # the folder is new (a step's own events folder) or was removed
-        path.parent.mkdir(parents=True, exist_ok=True)
-        fd = os.open(tmp, os.O_WRONLY | os.O_CREAT | os.O_TRUNC | os.O_CLOEXEC, 0o666)
+    fd = open_new(tmp)
     try:
         _write_all(fd, data)
         if drop:
@@ -174,14 +170,10 @@ class TrialWriter:
 
     def _write_direct(self, path: Path, parts: Sequence[bytes | memoryview], size: int) -> bool:
         tmp = path.with_name(path.name + ".tmp")
-        try:
-            written = self._direct.write(tmp, parts, size)
-        except FileNotFoundError:  # the step's own events folder is new
-            path.parent.mkdir(parents=True, exist_ok=True)
-            written = self._direct.write(tmp, parts, size)
-        if written:
-            os.replace(tmp, path)
-        return written
+        if not self._direct.write(tmp, parts, size):
+            return False
+        os.replace(tmp, path)
+        return True
 
     def write_collections(self, collections: Iterable[Collection], num_workers: int = 1) -> Path:
         path = self.root / collections_key(self.worker)

@@ -4,7 +4,7 @@
     python benchmarks/reader.py --quick      # smoke run: small trials, one round
     python benchmarks/reader.py --no-smdebug # our side only (no side virtualenv)
     python benchmarks/reader.py --baseline-root /path/to/older/checkout   # before/after
-    python benchmarks/reader.py --smdebug-cpp-python .venv-smdebug-cpp/bin/python   # + smdebug on a compiled protobuf
+    python benchmarks/reader.py --smdebug-fast-python PYTHON   # smdebug on a compiled protobuf (default: .venv-smdebug-upb's)
 
 Four trials are written first: `small` (several hundred steps x 49 tensors of at most 32x32
 floats: weights, biases, their gradients, the loss of a 12-layer MLP) and `large` (one 128 MiB
@@ -35,7 +35,13 @@ if __package__ in (None, ""):  # run as a script: make `benchmarks.*` importable
 from benchmarks import reader_report  # noqa: E402
 from benchmarks.errors import BenchmarkError  # noqa: E402
 from benchmarks.run import Log, pick_work_dir, run_worker  # noqa: E402
-from benchmarks.settings import DEFAULT_RESULTS_DIR, baseline_pythonpath, our_python, smdebug_python  # noqa: E402
+from benchmarks.settings import (  # noqa: E402
+    DEFAULT_RESULTS_DIR,
+    baseline_pythonpath,
+    our_python,
+    smdebug_fast_python,
+    smdebug_python,
+)
 
 SMALL_TENSORS = 49  # workers/write_trial.py: 12 weights, 12 biases, 24 gradients, 1 loss
 LARGE_TENSORS = 2  # the large weight and the loss
@@ -75,13 +81,15 @@ IN_RUN = ReaderSettings(mode="full", small_steps=300, large_steps=8, large_rows=
 def run_part(quick: bool, side_python: Path | None, work: Path, log: Log, seed: int,
              large_steps: int | None = None, rounds: int | None = None) -> dict[str, Any]:
     """The reader benchmark as a part of benchmarks/run.py: the trials written under `work`, every
-    reader (ours, ours through smdebug's API, smdebug) in shuffled order each round; the settings,
-    runs, summary and markdown."""
+    reader (ours, ours through smdebug's API, smdebug, and smdebug on upb where its side virtualenv
+    is there) in shuffled order each round; the settings, runs, summary and markdown."""
     settings = replace(QUICK if quick else IN_RUN,
                        **{k: v for k, v in {"large_steps": large_steps, "rounds": rounds}.items() if v is not None})
-    readers = ["ours", "facade"] + (["smdebug"] if side_python is not None else [])
+    fast_python = smdebug_fast_python() if side_python is not None else None
+    readers = (["ours", "facade"] + (["smdebug"] if side_python is not None else [])
+               + (["smdebug-fast"] if fast_python is not None else []))
     trials = write_trials(settings, side_python, work, log)
-    runs = run_reading(settings, trials, readers, side_python, None, log, random.Random(seed))
+    runs = run_reading(settings, trials, readers, side_python, None, log, random.Random(seed), fast_python)
     for path in trials.values():
         shutil.rmtree(path, ignore_errors=True)
     mismatch = reader_report.check_same_values(runs)
@@ -115,10 +123,10 @@ def write_trials(s: ReaderSettings, side_python: Path | None, work: Path, log: L
 
 
 def read_once(reader: str, trial_dir: Path, side_python: Path | None, baseline_root: Path | None,
-              timeout_s: float, cpp_python: Path | None = None, huge_pages: bool = True) -> dict[str, Any]:
+              timeout_s: float, fast_python: Path | None = None, huge_pages: bool = True) -> dict[str, Any]:
     extra = {} if huge_pages else {"SDLOCAL_BENCH_THP": "off"}
-    if reader in ("smdebug", "smdebug-cpp"):
-        python = side_python if reader == "smdebug" else cpp_python
+    if reader in ("smdebug", "smdebug-fast"):
+        python = side_python if reader == "smdebug" else fast_python
         assert python is not None
         return run_worker(python, "read.py", ["--reader", "smdebug", str(trial_dir)], "smdebug", timeout_s,
                           extra_env=extra)
@@ -130,7 +138,7 @@ def read_once(reader: str, trial_dir: Path, side_python: Path | None, baseline_r
 
 def run_reading(s: ReaderSettings, trials: dict[tuple[str, str], Path], readers: list[str],
                 side_python: Path | None, baseline_root: Path | None, log: Log,
-                rng: random.Random, cpp_python: Path | None = None, huge_pages: bool = True) -> list[dict[str, Any]]:
+                rng: random.Random, fast_python: Path | None = None, huge_pages: bool = True) -> list[dict[str, Any]]:
     runs = []
     for round_no in range(s.rounds):
         for (workload, writer), path in trials.items():
@@ -140,7 +148,7 @@ def run_reading(s: ReaderSettings, trials: dict[tuple[str, str], Path], readers:
             order = readers[:]
             rng.shuffle(order)
             for reader in order:
-                result = read_once(reader, path, side_python, baseline_root, s.worker_timeout_s, cpp_python,
+                result = read_once(reader, path, side_python, baseline_root, s.worker_timeout_s, fast_python,
                                    huge_pages)
                 result.update(workload=workload, writer=writer, variant=reader, round=round_no)
                 if result["values"] != expected_values(workload, s):
@@ -158,10 +166,12 @@ def parse_args(argv: list[str] | None) -> argparse.Namespace:
     parser.add_argument("--quick", action="store_true", help="small trials, one round: a smoke run")
     parser.add_argument("--no-smdebug", action="store_true", help="our side only (no side virtualenv)")
     parser.add_argument("--smdebug-python", help="the side virtualenv's python (default $SDLOCAL_SMDEBUG_PYTHON)")
-    parser.add_argument("--smdebug-cpp-python", type=Path,
-                        default=os.environ.get("SDLOCAL_SMDEBUG_CPP_PYTHON") or None,
-                        help="a second smdebug 1.0.34 side virtualenv whose protobuf is compiled (Python 3.10 +"
-                             " protobuf 3.20.3), read as 'smdebug-cpp' (default $SDLOCAL_SMDEBUG_CPP_PYTHON)")
+    parser.add_argument("--smdebug-fast-python", type=Path, default=smdebug_fast_python(),
+                        help="a second smdebug 1.0.34 side virtualenv on a compiled protobuf (upb: made by"
+                             " `python benchmarks/smdebug_upb.py --make`), read as 'smdebug-fast' (default"
+                             " $SDLOCAL_SMDEBUG_FAST_PYTHON, else .venv-smdebug-upb when it is there)")
+    parser.add_argument("--no-smdebug-fast", action="store_true", help="no smdebug-fast reader, even where its"
+                        " virtualenv is there")
     parser.add_argument("--no-huge-pages", action="store_true",
                         help="readers run without transparent huge pages (prctl PR_SET_THP_DISABLE): fresh"
                              " memory in 4 KiB pages, as on a host with none to give")
@@ -190,17 +200,18 @@ def main(argv: list[str] | None = None, log: Log = print) -> int:
                          " or --no-smdebug for our side only")
     if args.baseline_root is not None and not (args.baseline_root / "trial" / "trial.py").is_file():
         raise SystemExit(f"--baseline-root {args.baseline_root}: no trial/trial.py there")
-    if args.smdebug_cpp_python is not None and not Path(args.smdebug_cpp_python).exists():
-        raise SystemExit(f"--smdebug-cpp-python {args.smdebug_cpp_python}: not found")
-    cpp_python = Path(args.smdebug_cpp_python) if args.smdebug_cpp_python and not args.no_smdebug else None
+    if args.smdebug_fast_python is not None and not Path(args.smdebug_fast_python).exists():
+        raise SystemExit(f"--smdebug-fast-python {args.smdebug_fast_python}: not found")
+    fast_python = (Path(args.smdebug_fast_python)
+                   if args.smdebug_fast_python and not args.no_smdebug and not args.no_smdebug_fast else None)
     readers = (["ours", "facade"] + (["ours-baseline"] if args.baseline_root else []) + (["smdebug"] if side_python else [])
-               + (["smdebug-cpp"] if cpp_python else []))
+               + (["smdebug-fast"] if fast_python else []))
     work, work_kind = pick_work_dir(args.work_dir)
     results: dict[str, Any] = {
         "settings": asdict(settings),
         "machine": {"cpus": os.cpu_count(), "loadavg_start": os.getloadavg(), "work_dir_kind": work_kind,
                     "our_python": str(our_python()), "smdebug_python": str(side_python) if side_python else None,
-                    "smdebug_cpp_python": str(cpp_python) if cpp_python else None,
+                    "smdebug_fast_python": str(fast_python) if fast_python else None,
                     "huge_pages": not args.no_huge_pages,
                     "baseline_root": str(args.baseline_root) if args.baseline_root else None},
         "started": time.strftime("%Y-%m-%dT%H:%M:%SZ", time.gmtime()),
@@ -211,7 +222,7 @@ def main(argv: list[str] | None = None, log: Log = print) -> int:
         trials = write_trials(settings, side_python, work, log)
         log(f"reading every value, {settings.rounds} round(s), readers: {', '.join(readers)}")
         runs = run_reading(settings, trials, readers, side_python, args.baseline_root, log, random.Random(args.seed),
-                           cpp_python, not args.no_huge_pages)
+                           fast_python, not args.no_huge_pages)
         mismatch = reader_report.check_same_values(runs)
         if mismatch is not None:
             raise BenchmarkError(f"the readers disagree: {mismatch}")

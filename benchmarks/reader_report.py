@@ -11,10 +11,10 @@ SMALL_RATIO_TARGET = 10.0  # smdebug's reading time / ours, many small tensors
 LARGE_GBPS_TARGET = 2.0  # ours (own reader and through smdebug's API), large tensors, GB/s (10^9 bytes/s)
 CHECKSUM_REL_TOL = 1e-9
 NOISY_SPREAD = 0.25  # (max - min) / median of one reader's runs on one trial beyond this: say so
-# smdebug-cpp: smdebug 1.0.34 in a second side virtualenv whose protobuf is compiled (Python 3.10,
-# protobuf 3.20.3's C++ extension: smdebug pins protobuf<=3.20.3, which has no compiled wheel for
-# Python 3.11, and protobuf>=4 (upb) refuses smdebug's generated code)
-READERS = ("ours", "facade", "ours-baseline", "smdebug", "smdebug-cpp")
+# smdebug-fast: smdebug 1.0.34 in a second side virtualenv on a compiled protobuf: upb (protobuf
+# >= 4.21, smdebug's generated modules rewritten by benchmarks/smdebug_upb.py), or protobuf 3.20.3's
+# C++ extension on Python 3.10 (smdebug pins protobuf<=3.20.3, which has no compiled wheel for 3.11)
+READERS = ("ours", "facade", "ours-baseline", "smdebug", "smdebug-fast")
 
 Record = Mapping[str, Any]
 
@@ -92,13 +92,13 @@ def summarize(runs: Sequence[Record]) -> list[dict[str, Any]]:
             paired = [_ratio(t["read_s"], o["read_s"]) for o in chosen if o["variant"] == "facade"
                       for t in chosen if t["variant"] == "smdebug" and t["round"] == o["round"]]
             row["facade_ratio_paired"] = statistics.median(r for r in paired if r is not None) if paired else None
-        cpp = row.get("smdebug-cpp")
-        if ours and cpp:
+        fast = row.get("smdebug-fast")
+        if ours and fast:
             paired = [_ratio(t["read_s"], o["read_s"]) for o in chosen if o["variant"] == "ours"
-                      for t in chosen if t["variant"] == "smdebug-cpp" and t["round"] == o["round"]]
-            row["cpp_ratio_paired"] = statistics.median(r for r in paired if r is not None) if paired else None
-            row["cpp_ratio_median"] = _ratio(cpp["median_s"], ours["median_s"])
-            row["cpp_ratio_cpu"] = _ratio(cpp["cpu_s"], ours["cpu_s"])
+                      for t in chosen if t["variant"] == "smdebug-fast" and t["round"] == o["round"]]
+            row["fast_ratio_paired"] = statistics.median(r for r in paired if r is not None) if paired else None
+            row["fast_ratio_median"] = _ratio(fast["median_s"], ours["median_s"])
+            row["fast_ratio_cpu"] = _ratio(fast["cpu_s"], ours["cpu_s"])
         if ours and row.get("ours-baseline"):
             row["speedup_vs_baseline"] = _ratio(row["ours-baseline"]["median_s"], ours["median_s"])
         row["verdict"] = _verdict(row)
@@ -138,11 +138,11 @@ def _cell(row: Mapping[str, Any], reader: str, key: str, fmt: Any) -> str:
 def markdown(results: Mapping[str, Any]) -> str:
     s, machine, rows = results["settings"], results["machine"], results["summary"]
     has_baseline = any(r.get("ours-baseline") for r in rows)
-    has_cpp = any(r.get("smdebug-cpp") for r in rows)
+    has_fast = any(r.get("smdebug-fast") for r in rows)
     has_facade = any(r.get("facade") for r in rows)
     has_use = any(r.get("ours", {}).get("gbps_use_median") for r in rows)
     has_faults = any(r.get("ours", {}).get("minor_faults") is not None for r in rows)
-    protobufs = {reader: r[reader]["protobuf"] for r in rows for reader in ("smdebug", "smdebug-cpp")
+    protobufs = {reader: r[reader]["protobuf"] for r in rows for reader in ("smdebug", "smdebug-fast")
                  if r.get(reader) and r[reader].get("protobuf")}
     lines = [
         f"Reader benchmark ({s['mode']} mode, {machine['cpus']} CPUs, trials on {machine['work_dir_kind']}):"
@@ -162,9 +162,9 @@ def markdown(results: Mapping[str, Any]) -> str:
         + ("ours before s | " if has_baseline else "")
         + "smdebug s (median / fastest) | smdebug ÷ ours: paired / medians / fastest | CPU | as shipped |"
         + (" via smdebug API s (median) / smdebug ÷ it, paired |" if has_facade else "") + " ≥10× |"
-        + (" smdebug-cpp s (median / fastest) | smdebug-cpp ÷ ours: paired / CPU |" if has_cpp else ""),
+        + (" smdebug-fast s (median / fastest) | smdebug-fast ÷ ours: paired / CPU |" if has_fast else ""),
         "|---|---|---|" + ("---|" if has_baseline else "") + "---|---|---|---|" + ("---|" if has_facade else "")
-        + "---|" + ("---|---|" if has_cpp else ""),
+        + "---|" + ("---|---|" if has_fast else ""),
     ]
     for row in (r for r in rows if r["workload"] == "small"):
         lines.append(
@@ -176,8 +176,8 @@ def markdown(results: Mapping[str, Any]) -> str:
             f" | {_x(row.get('ratio_as_shipped'))} |"
             + (f" {_cell(row, 'facade', 'median_s', _s)} / {_x(row.get('facade_ratio_paired'))} |" if has_facade else "")
             + f" {row['verdict']} |"
-            + (f" {_cell(row, 'smdebug-cpp', 'median_s', _s)} / {_cell(row, 'smdebug-cpp', 'min_s', _s)}"
-               f" | {_x(row.get('cpp_ratio_paired'))} / {_x(row.get('cpp_ratio_cpu'))} |" if has_cpp else "")
+            + (f" {_cell(row, 'smdebug-fast', 'median_s', _s)} / {_cell(row, 'smdebug-fast', 'min_s', _s)}"
+               f" | {_x(row.get('fast_ratio_paired'))} / {_x(row.get('fast_ratio_cpu'))} |" if has_fast else "")
         )
     large = [r for r in rows if r["workload"] == "large"]
     if large:
@@ -195,11 +195,11 @@ def markdown(results: Mapping[str, Any]) -> str:
             + (" read + first use GB/s: ours" + (" / before" if has_baseline else "") + " (median / best) |"
                if has_use else "")
             + " per CPU second: ours" + (" / via API" if has_facade else "") + " / smdebug |"
-            + (" smdebug-cpp GB/s (median) |" if has_cpp else "")
+            + (" smdebug-fast GB/s (median) |" if has_fast else "")
             + (" page faults while reading: ours" + (" / before" if has_baseline else "") + " |" if has_faults else ""),
             "|---|---|" + ("---|" if has_facade else "") + ("---|" if has_baseline else "") + "---|---|---|"
             + ("---|" if has_use else "") + "---|"
-            + ("---|" if has_cpp else "") + ("---|" if has_faults else ""),
+            + ("---|" if has_fast else "") + ("---|" if has_faults else ""),
         ]
         for row in large:
             lines.append(
@@ -216,7 +216,7 @@ def markdown(results: Mapping[str, Any]) -> str:
                 + f" {_cell(row, 'ours', 'gbps_cpu', _gb)}"
                 + (f" / {_cell(row, 'facade', 'gbps_cpu', _gb)}" if has_facade else "")
                 + f" / {_cell(row, 'smdebug', 'gbps_cpu', _gb)} |"
-                + (f" {_cell(row, 'smdebug-cpp', 'gbps_median', _gb)} |" if has_cpp else "")
+                + (f" {_cell(row, 'smdebug-fast', 'gbps_median', _gb)} |" if has_fast else "")
                 + (f" {_cell(row, 'ours', 'minor_faults', _n)}"
                    + (f" / {_cell(row, 'ours-baseline', 'minor_faults', _n)}" if has_baseline else "") + " |"
                    if has_faults else "")

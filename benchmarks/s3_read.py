@@ -21,11 +21,19 @@ server and reader, the median and fastest read time and GB/s (10^9 bytes of valu
 ranged / whole as the paired ratio (median over rounds of the two servers' times in the same
 round), and the CPU time of the reader's process plus the server's during the read (steadier than
 wall time on a loaded machine); then one JSON line.
+
+Small values (`--small-steps`, default 20): the small trial of benchmarks/reader.py (49 tensors of
+at most 32x32 floats per step file), written by each writer and uploaded to the ranged server, is
+read every round by `ours`, `facade`, `facade-baseline` (with `--baseline-root`), `smdebug` (the
+side virtualenv, pure-Python protobuf) and `smdebug-fast` (smdebug on upb, where
+`benchmarks/smdebug_upb.py --make` made its virtualenv), each finding the server through
+AWS_ENDPOINT_URL_S3; printed: each smdebug reader's time ÷ ours, paired by round (target 10x).
 """
 from __future__ import annotations
 
 import argparse
 import json
+import math
 import os
 import random
 import shutil
@@ -41,9 +49,10 @@ if __package__ in (None, ""):  # run as a script: make `benchmarks.*` importable
 
 from benchmarks.errors import BenchmarkError  # noqa: E402
 from benchmarks.run import REPO_ROOT, pick_work_dir, run_worker  # noqa: E402
-from benchmarks.settings import baseline_pythonpath, our_python, smdebug_python  # noqa: E402
+from benchmarks.settings import baseline_pythonpath, our_python, smdebug_fast_python, smdebug_python  # noqa: E402
 
 BUCKET = "sdlocal-bench"
+SMALL_READERS = ("ours", "facade", "facade-baseline", "smdebug", "smdebug-fast")
 CREDENTIALS = {"AWS_ACCESS_KEY_ID": "bench", "AWS_SECRET_ACCESS_KEY": "bench", "AWS_DEFAULT_REGION": "us-east-1"}
 
 
@@ -97,10 +106,16 @@ def process_cpu_s(pid: int) -> float:
     return (int(fields[11]) + int(fields[12])) / os.sysconf("SC_CLK_TCK")
 
 
-def read(reader: str, path: str, url: str | None, baseline: str | None) -> dict[str, Any]:
+def read(reader: str, path: str, url: str | None, baseline: str | None,
+         smdebugs: dict[str, Path] | None = None) -> dict[str, Any]:
+    """One read of every value by `reader` in a fresh process (workers/read.py). `smdebugs`: the
+    pythons of the smdebug readers ("smdebug", "smdebug-fast"), which find the server through
+    AWS_ENDPOINT_URL_S3 as boto3 does."""
     extra = dict(CREDENTIALS)
     if url is not None:
         extra["AWS_ENDPOINT_URL_S3"] = url
+    if smdebugs and reader in smdebugs:
+        return run_worker(smdebugs[reader], "read.py", ["--reader", "smdebug", path], "smdebug", 1800, extra_env=extra)
     if reader.endswith("-baseline"):
         assert baseline is not None
         extra["PYTHONPATH"] = baseline
@@ -120,6 +135,10 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--baseline-root", type=Path, help="another checkout: its facade reads too")
     parser.add_argument("--work-dir", type=Path)
     parser.add_argument("--seed", type=int, default=0)
+    parser.add_argument("--small-steps", type=int,
+                        help="small values too: the small trial of benchmarks/reader.py (49 tensors of at most 32x32"
+                             " floats per step file), this many steps per writer, read by ours, the facade, smdebug and"
+                             " smdebug-fast from the ranged server (default 20; quick 3; 0: none)")
     parser.add_argument("--hook-steps", type=int,
                         help="also a trial of our hook at save_interval 1 on run.py's MLP (13 tensors, 8.4 MB per"
                              " step file, as rules read it): this many steps (default 0: none; quick 3)")
@@ -177,15 +196,77 @@ def main(argv: list[str] | None = None) -> int:
                           f" {got['read_s']:7.3f} s  {got['bytes'] / got['read_s'] / 1e9:6.3f} GB/s"
                           f"  CPU reader {got['cpu_s']:.2f} s, server {got['server_cpu_s']:.2f} s", flush=True)
         print(report(runs, trials, readers))
+        small_steps = args.small_steps if args.small_steps is not None else (3 if args.quick else 20)
+        small_runs = (read_small(small_steps, side, work, ranged_url, ranged.pid, rounds, rng, baseline)
+                      if small_steps else [])
+        if small_runs:
+            print(small_report(small_runs))
         load = os.getloadavg()
         print(f"load average at the end: {load[0]:.1f} {load[1]:.1f} {load[2]:.1f} ({os.cpu_count()} cores)")
-        print(json.dumps({"runs": runs, "load_average": load, "steps": steps, "rows": rows, "cols": cols}))
+        print(json.dumps({"runs": runs, "small_runs": small_runs, "load_average": load, "steps": steps, "rows": rows,
+                          "cols": cols, "small_steps": small_steps}))
     finally:
         for proc in servers:
             proc.terminate()
             proc.wait(30)
         shutil.rmtree(work, ignore_errors=True)
     return 0
+
+
+def read_small(steps: int, side: Path | None, work: Path, url: str, server_pid: int, rounds: int,
+               rng: random.Random, baseline: str | None) -> list[dict[str, Any]]:
+    """Small values from S3: the small trial by each writer, uploaded to the (ranged) server, every
+    value read by each reader each round in a shuffled order; each read checked against the local one."""
+    smdebugs = {"smdebug": side} if side is not None else {}
+    fast = smdebug_fast_python() if side is not None else None
+    if fast is not None:
+        smdebugs["smdebug-fast"] = fast
+    readers = ["ours", "facade"] + (["facade-baseline"] if baseline else []) + list(smdebugs)
+    trials = {}
+    for writer in ["ours"] + (["smdebug"] if side is not None else []):
+        out = work / f"small-{writer}"
+        run_worker(side if writer == "smdebug" else our_python(), "write_trial.py",  # type: ignore[arg-type]
+                   ["--writer", writer, "--workload", "small", "--steps", str(steps), "--out-dir", str(out)], writer, 900)
+        upload(url, out, f"small-{writer}")
+        trials[writer] = read("ours", str(out), None, None)
+    print(f"small values from S3: {steps} steps x 49 tensors per trial, readers: {', '.join(readers)}", flush=True)
+    runs: list[dict[str, Any]] = []
+    for round_no in range(rounds):
+        pairs = [(w, r) for w in trials for r in readers]
+        rng.shuffle(pairs)
+        for writer, reader in pairs:
+            server_cpu = process_cpu_s(server_pid)
+            got = read(reader, f"s3://{BUCKET}/small-{writer}", url, baseline, smdebugs)
+            got["server_cpu_s"] = process_cpu_s(server_pid) - server_cpu
+            want = trials[writer]
+            if (got["values"], got["elements"]) != (want["values"], want["elements"]) or not math.isclose(
+                    got["checksum"], want["checksum"], rel_tol=1e-9):
+                raise BenchmarkError(f"{reader} read other small values from {writer}'s trial on S3")
+            got.update(writer=writer, variant=reader, round=round_no)
+            runs.append(got)
+            print(f"  round {round_no + 1}/{rounds} small {writer:<7} {reader:<15} {got['read_s']:7.3f} s"
+                  f"  CPU reader {got['cpu_s']:.2f} s, server {got['server_cpu_s']:.2f} s", flush=True)
+    return runs
+
+
+def small_report(runs: list[dict[str, Any]]) -> str:
+    """Per trial and reader: median and fastest read time, CPU; each smdebug reader's time ÷ ours,
+    paired by round (median over rounds), against the target of 10x."""
+    lines = ["| trial by | reader | values | median s | fastest s | CPU s reader + server (median) |"
+             " ÷ ours, paired (smdebug readers) |", "|---|---|---|---|---|---|---|"]
+    for writer in dict.fromkeys(r["writer"] for r in runs):
+        mine = [r for r in runs if r["writer"] == writer]
+        ours = {r["round"]: r["read_s"] for r in mine if r["variant"] == "ours"}
+        for reader in [r for r in SMALL_READERS if any(m["variant"] == r for m in mine)]:
+            theirs = [r for r in mine if r["variant"] == reader]
+            t = [r["read_s"] for r in theirs]
+            ratio = ""
+            if reader.startswith("smdebug"):
+                paired = statistics.median(r["read_s"] / ours[r["round"]] for r in theirs)
+                ratio = f"{paired:.1f}× ({'≥ 10×: met' if paired >= 10 else 'below 10×'})"
+            lines.append(f"| {writer} | {reader} | {theirs[0]['values']} | {statistics.median(t):.3f} | {min(t):.3f} |"
+                         f" {statistics.median(r['cpu_s'] + r['server_cpu_s'] for r in theirs):.2f} | {ratio} |")
+    return "\n".join(lines)
 
 
 def report(runs: list[dict[str, Any]], trials: dict[str, Path], readers: list[str]) -> str:

@@ -14,6 +14,7 @@ REPO_ROOT = Path(__file__).resolve().parent.parent
 WORKERS = Path(__file__).resolve().parent / "workers"
 DEFAULT_RESULTS_DIR = Path(__file__).resolve().parent / "results"
 SIDE_VENV_CANDIDATES = (REPO_ROOT / ".venv-smdebug" / "bin" / "python", Path("/work/smdebug-venv/bin/python"))
+UPB_VENV_PYTHON = REPO_ROOT / ".venv-smdebug-upb" / "bin" / "python"  # benchmarks/smdebug_upb.py --make
 
 
 @dataclass(frozen=True)
@@ -60,6 +61,15 @@ def smdebug_python(explicit: str | None = None) -> Path | None:
         if candidate.exists():
             return candidate
     return None
+
+
+def smdebug_fast_python() -> Path | None:
+    """smdebug on a compiled protobuf: $SDLOCAL_SMDEBUG_FAST_PYTHON, else the upb side virtualenv
+    (`python benchmarks/smdebug_upb.py --make`) when it is there; None otherwise."""
+    chosen = os.environ.get("SDLOCAL_SMDEBUG_FAST_PYTHON")
+    if chosen:
+        return Path(chosen)
+    return UPB_VENV_PYTHON if UPB_VENV_PYTHON.exists() else None
 
 
 def our_python() -> Path:

@@ -79,6 +79,8 @@ class IndexState:
         self.step_tensors: dict[int, set[str]] = {}
         self.keys_by_step: dict[int, list[str]] = {}
         self.seen_keys: set[str] = set()
+        # events file -> where its last record known so far ends (how much of it to read whole)
+        self.file_ends: dict[str, int] = {}
 
     def add(self, key: str, step: int, worker: str, text: bytes) -> None:
         """Fold one index file in (idempotent per key)."""
@@ -117,8 +119,11 @@ class IndexState:
         tensors = self.tensors
         make_loc = tuple.__new__
         raw_names = []
+        file_end = 0
         for name, start, length in tensor_payload:
             loc = make_loc(Location, (event_key, start, length))
+            if start + length > file_end:
+                file_end = start + length
             if name.startswith(REDUCTIONS_PREFIX) and (red := split_reduction_name(name)) is not None:
                 base, red_name, is_abs = red
                 rec = self._record(base)
@@ -137,6 +142,8 @@ class IndexState:
             rec.modes.add(mode)
         mode_names.update(raw_names)
         step_names.update(raw_names)
+        if file_end > self.file_ends.get(event_key, 0):
+            self.file_ends[event_key] = file_end
         for name, shape in shape_payload:
             rec = self._record(name)
             rec.shapes.setdefault(step, {})[worker] = shape

@@ -157,6 +157,13 @@ class Tensor:
 
     # ---- values ----------------------------------------------------------------------------
     def value(self, step_num: int, mode: ModeArg = ModeKeys.GLOBAL, worker: str | None = None) -> np.ndarray:
+        if mode is ModeKeys.GLOBAL and worker is None:
+            # the common call (a global step, whichever worker): a step saved raw by one worker is
+            # known without a refresh and read at once; the rest goes the general way below
+            by_worker = self._rec.locations.get(step_num)
+            if by_worker is not None and len(by_worker) == 1:
+                for only in by_worker.values():
+                    return self._read(only, step_num, mode)
         g = self._global(step_num, mode)
         loc: Location | None = self._pick(self._rec.locations.get(g), worker)
         if loc is None:

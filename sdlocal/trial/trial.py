@@ -1,6 +1,7 @@
 """The reader: `create_trial(path or s3://bucket/prefix)` with smdebug's Trial API.
 
-A tensor value is one ranged read of the record an index file points to; index files are read
+A tensor value is one ranged read of the record an index file points to, or, for small records of
+an events file already read from, a slice of that file kept whole (`_file_cache`); index files are read
 once and folded into memory (`_index.IndexState`); `refresh()` lists only index keys after the
 last one it can skip (S3 `StartAfter`), so it is one LIST and one HEAD when nothing changed.
 
@@ -24,7 +25,8 @@ from typing import Any
 
 import numpy as np
 
-from sdlocal.trial._decode import read_value
+from sdlocal.trial._decode import read_value, record_value
+from sdlocal.trial._file_cache import SMALL_RECORD_BYTES, FileCache
 from sdlocal.trial._index import IndexState, Location, parse_index_key
 from sdlocal.trial.collection import CollectionsFile
 from sdlocal.trial.errors import (
@@ -104,6 +106,7 @@ class Trial:
         # MissingEventsFile when read, and kept here so that a reader that swallows that error (a
         # rule catching TensorUnavailableForStep) cannot hide it from the evaluator
         self.missing_files: list[str] = []
+        self._files = FileCache()
 
     def __repr__(self) -> str:
         return f"<Trial {self.name!r} at {self.storage.uri}>"
@@ -444,12 +447,28 @@ class Trial:
         waited for (an endpoint that restarted empty gets the job's files again, its index files
         may come back before their events files); elsewhere, or past that wait, missing for good."""
         try:
-            return read_value(self.storage, loc.key, loc.start, loc.length)
+            return self._read_record(loc)
         except FileNotFoundError:
             if self.storage.outage_wait_s <= 0:
                 raise  # the tensor raises MissingEventsFile naming it
             self._await_key(loc.key)
-            return read_value(self.storage, loc.key, loc.start, loc.length)
+            return self._read_record(loc)
+
+    def _read_record(self, loc: Location) -> np.ndarray:
+        key, start, length = loc
+        if length < SMALL_RECORD_BYTES:
+            data = self._files.get(self.storage, key, self._index.file_ends.get(key, 0))
+            if data is not None:
+                end = start + length
+                try:
+                    if end > len(data):
+                        raise CorruptRecordError(f"truncated: index says {length} bytes, file has {max(0, len(data) - start)}",
+                                                 where=f"{self.storage.uri}/{key}", offset=start)
+                    return record_value(data[start:end], self.storage.uri, key, start)
+                except CorruptRecordError:
+                    self._files.drop(key)  # read again next time: a damaged file may be replaced
+                    raise
+        return read_value(self.storage, key, start, length)
 
     def _await_key(self, key: str) -> None:
         """Wait (the storage's outage wait, 120 s on S3) for a missing events file to be uploaded

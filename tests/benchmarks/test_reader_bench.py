@@ -55,7 +55,7 @@ def test_quick_run_of_our_side_against_a_baseline_checkout(tmp_path: Path) -> No
 @pytest.mark.slow
 @pytest.mark.interop
 def test_quick_run_side_by_side_with_smdebug(tmp_path: Path, smdebug_python: Path) -> None:
-    results = _run_quick(tmp_path, "--smdebug-python", str(smdebug_python))
+    results = _run_quick(tmp_path, "--smdebug-python", str(smdebug_python), "--no-smdebug-fast")
     runs = results["runs"]
     # every reader (ours, ours through smdebug's API, smdebug's) read both writers' trials of both workloads
     assert {(r["workload"], r["writer"], r["variant"]) for r in runs} == {
@@ -118,20 +118,20 @@ def test_summary_with_smdebug_on_a_compiled_protobuf_and_the_first_use_of_values
         _run("small", "ours", "ours", 0.1, 0, use_s=0.01), _run("small", "ours", "ours", 0.2, 1, use_s=0.01),
         _run("small", "ours", "smdebug", 2.0, 0, use_s=0.01, protobuf="python 3.20.3"),
         _run("small", "ours", "smdebug", 2.0, 1, use_s=0.01, protobuf="python 3.20.3"),
-        _run("small", "ours", "smdebug-cpp", 0.4, 0, use_s=0.01, protobuf="cpp 3.20.3"),
-        _run("small", "ours", "smdebug-cpp", 1.0, 1, use_s=0.01, protobuf="cpp 3.20.3"),
+        _run("small", "ours", "smdebug-fast", 0.4, 0, use_s=0.01, protobuf="upb 5.29.5"),
+        _run("small", "ours", "smdebug-fast", 1.0, 1, use_s=0.01, protobuf="upb 5.29.5"),
         _run("large", "ours", "ours", 0.5, use_s=0.5), _run("large", "ours", "smdebug", 4.0, use_s=0.5),
-        _run("large", "ours", "smdebug-cpp", 2.0, use_s=0.5),
+        _run("large", "ours", "smdebug-fast", 2.0, use_s=0.5),
     ]
     small, large = reader_report.summarize(runs)
-    assert small["cpp_ratio_paired"] == pytest.approx(4.5)  # per round: 4 and 5
+    assert small["fast_ratio_paired"] == pytest.approx(4.5)  # per round: 4 and 5
     assert small["ratio_paired"] == pytest.approx(15.0)  # the pure-Python one: 20 and 10
     assert large["ours"]["gbps_median"] == pytest.approx(4.0)
     assert large["ours"]["gbps_use_median"] == pytest.approx(2.0)  # reading, then one pass over the values
-    assert large["smdebug-cpp"]["gbps_median"] == pytest.approx(1.0)
+    assert large["smdebug-fast"]["gbps_median"] == pytest.approx(1.0)
     text = reader_report.markdown({"settings": {**QUICK.__dict__, "mode": "quick"},
                                    "machine": {"cpus": 2, "work_dir_kind": "tmpfs"}, "summary": [small, large]})
-    assert "smdebug parsed with protobuf python 3.20.3. smdebug-cpp parsed with protobuf cpp 3.20.3." in text
-    assert " 0.700 / 0.400 | 4.5× / 4.7× |" in text  # smdebug-cpp: median / fastest, paired / CPU ratio
-    # then GB/s per CPU second (ours / smdebug), then smdebug-cpp's GB/s
+    assert "smdebug parsed with protobuf python 3.20.3. smdebug-fast parsed with protobuf upb 5.29.5." in text
+    assert " 0.700 / 0.400 | 4.5× / 4.7× |" in text  # smdebug-fast: median / fastest, paired / CPU ratio
+    # then GB/s per CPU second (ours / smdebug), then smdebug-fast's GB/s
     assert "| ours | 4.00 / 4.00 | 0.50 / 0.50 | 8.0× | PASS | 2.00 / 2.00 | 4.00 / 0.50 | 1.00 |" in text

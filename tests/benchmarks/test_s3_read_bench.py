@@ -64,3 +64,31 @@ def test_quick_run(tmp_path: Path) -> None:
             assert r["writer"] == "hook" and r["values"] == 3 * 13
     assert {r["writer"] for r in runs} == {"ours", "hook"}
     assert "| trial by | reader | server |" in proc.stdout
+    # small values (quick: 3 steps x 49 tensors), every reader, each read checked against the local read
+    small = result["small_runs"]
+    assert {r["variant"] for r in small} == {"ours", "facade", "facade-baseline"}
+    assert all(r["values"] == 3 * 49 and r["writer"] == "ours" for r in small)
+    assert "| trial by | reader | values |" in proc.stdout
+
+
+@pytest.mark.slow
+@pytest.mark.interop
+def test_small_values_from_s3_by_smdebug_beside_ours(tmp_path: Path, smdebug_python: Path) -> None:
+    """smdebug 1.0.34 reads both writers' small trials from the embedded S3 (through
+    AWS_ENDPOINT_URL_S3) and gets the values our reader gets; the report pairs its time with ours."""
+    import random
+
+    from benchmarks.s3_read import read_small, small_report, start_server
+
+    server, url = start_server(tmp_path / "data", False, tmp_path / "server.log")
+    try:
+        runs = read_small(2, smdebug_python, tmp_path, url, server.pid, 1, random.Random(0), None)
+    finally:
+        server.terminate()
+        server.wait(30)
+    assert {(r["writer"], r["variant"]) for r in runs} >= {
+        (w, v) for w in ("ours", "smdebug") for v in ("ours", "facade", "smdebug")}
+    assert all(r["values"] == 2 * 49 for r in runs)
+    assert all(r["slept_s"] > 0.9 for r in runs if r["variant"].startswith("smdebug"))  # it saw the end marker
+    text = small_report(runs)
+    assert text.count("below 10×") + text.count("met") >= 2

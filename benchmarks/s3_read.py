@@ -41,6 +41,7 @@ import statistics
 import subprocess
 import sys
 import time
+from collections.abc import Callable
 from pathlib import Path
 from typing import Any
 
@@ -52,6 +53,7 @@ from benchmarks.run import REPO_ROOT, pick_work_dir, run_worker  # noqa: E402
 from benchmarks.settings import baseline_pythonpath, our_python, smdebug_fast_python, smdebug_python  # noqa: E402
 
 BUCKET = "sdlocal-bench"
+LOCALSTACK_IMAGE = "sdlocal-localstack:4.14.0"  # localstack/build-image
 SMALL_READERS = ("ours", "facade", "facade-baseline", "smdebug", "smdebug-fast")
 CREDENTIALS = {"AWS_ACCESS_KEY_ID": "bench", "AWS_SECRET_ACCESS_KEY": "bench", "AWS_DEFAULT_REGION": "us-east-1"}
 
@@ -100,6 +102,47 @@ def upload(url: str, trial: Path, prefix: str) -> None:
         client.upload_file(str(path), BUCKET, f"{prefix}/{path.relative_to(trial).as_posix()}")
 
 
+def start_localstack(image: str) -> tuple[str, str, int]:
+    """A LocalStack container of `image` serving S3 on a free local port: (container id, its URL,
+    the host pid of its main process), once its health check says S3 is up."""
+    import urllib.request
+
+    port = _free_port()
+    proc = subprocess.run(["docker", "run", "-d", "--rm", "-p", f"127.0.0.1:{port}:4566", "-e", "SERVICES=s3",
+                           "-e", "EAGER_SERVICE_LOADING=1", image], capture_output=True, text=True, check=False)
+    if proc.returncode != 0:
+        raise BenchmarkError(f"LocalStack ({image}) did not start: {proc.stderr.strip()[-300:]}")
+    container, url = proc.stdout.strip(), f"http://127.0.0.1:{port}"
+    deadline = time.monotonic() + 180
+    while True:
+        try:
+            with urllib.request.urlopen(f"{url}/_localstack/health", timeout=2) as answer:
+                if json.load(answer).get("services", {}).get("s3") in ("available", "running"):
+                    break
+        except (OSError, ValueError):
+            pass
+        if time.monotonic() > deadline:
+            subprocess.run(["docker", "rm", "-f", container], capture_output=True, check=False)
+            raise BenchmarkError(f"LocalStack ({image}) did not answer on {url} within 180 s")
+        time.sleep(0.5)
+    pid = subprocess.run(["docker", "inspect", "-f", "{{.State.Pid}}", container], capture_output=True, text=True,
+                         check=True).stdout.strip()
+    return container, url, int(pid)
+
+
+def cgroup_cpu_s(pid: int) -> float:
+    """CPU time of the control group of `pid` (a container: every process in it), cgroup v1's
+    cpuacct or v2's cpu.stat."""
+    for line in Path(f"/proc/{pid}/cgroup").read_text().splitlines():
+        number, controllers, path = line.split(":", 2)
+        if "cpuacct" in controllers.split(","):
+            return int(Path(f"/sys/fs/cgroup/cpuacct{path}/cpuacct.usage").read_text()) / 1e9
+        if number == "0" and Path(f"/sys/fs/cgroup{path}/cpu.stat").exists():
+            stat = dict(ln.split() for ln in Path(f"/sys/fs/cgroup{path}/cpu.stat").read_text().splitlines())
+            return int(stat["usage_usec"]) / 1e6
+    raise BenchmarkError(f"no CPU accounting found for the control group of pid {pid}")
+
+
 def process_cpu_s(pid: int) -> float:
     """User + system CPU time of a process so far (/proc/PID/stat)."""
     fields = Path(f"/proc/{pid}/stat").read_text().rsplit(")", 1)[1].split()
@@ -139,6 +182,9 @@ def main(argv: list[str] | None = None) -> int:
                         help="small values too: the small trial of benchmarks/reader.py (49 tensors of at most 32x32"
                              " floats per step file), this many steps per writer, read by ours, the facade, smdebug and"
                              " smdebug-fast from the ranged server (default 20; quick 3; 0: none)")
+    parser.add_argument("--localstack", nargs="?", const=LOCALSTACK_IMAGE, metavar="IMAGE",
+                        help="also read from a LocalStack container (a Docker engine; default image"
+                             f" {LOCALSTACK_IMAGE}, built by localstack/build-image): large and small values")
     parser.add_argument("--hook-steps", type=int,
                         help="also a trial of our hook at save_interval 1 on run.py's MLP (13 tensors, 8.4 MB per"
                              " step file, as rules read it): this many steps (default 0: none; quick 3)")
@@ -151,6 +197,7 @@ def main(argv: list[str] | None = None) -> int:
     work, where = pick_work_dir(args.work_dir)
     print(f"work folder: {work} ({where}); {steps} x {rows * cols * 4 / 2**20:.0f} MiB values per trial, {rounds} rounds")
     servers: list[subprocess.Popen[bytes]] = []
+    localstack: str | None = None
     try:
         trials: dict[str, Path] = {}
         for writer in ["ours"] + (["smdebug"] if side is not None else []):
@@ -172,7 +219,12 @@ def main(argv: list[str] | None = None) -> int:
         whole, whole_url = start_server(work / "s3-data", True, work / "s3-whole.log")
         servers.append(whole)
         urls = {"ranged": ranged_url, "whole": whole_url}
-        pids = {"ranged": ranged.pid, "whole": whole.pid}
+        cpu_of = {"ranged": lambda: process_cpu_s(ranged.pid), "whole": lambda: process_cpu_s(whole.pid)}
+        if args.localstack:
+            localstack, urls["localstack"], localstack_pid = start_localstack(args.localstack)
+            cpu_of["localstack"] = lambda: cgroup_cpu_s(localstack_pid)
+            for writer, trial in trials.items():
+                upload(urls["localstack"], trial, writer)
         readers = ["ours", "facade"] + (["facade-baseline"] if args.baseline_root else [])
         baseline = baseline_pythonpath(args.baseline_root, work) if args.baseline_root else None
         local = {w: read("ours", str(t), None, None) for w, t in trials.items()}
@@ -183,22 +235,22 @@ def main(argv: list[str] | None = None) -> int:
                 pairs = [(s, r) for s in urls for r in readers]
                 rng.shuffle(pairs)
                 for server, reader in pairs:
-                    server_cpu = process_cpu_s(pids[server])
+                    server_cpu = cpu_of[server]()
                     got = read(reader, f"s3://{BUCKET}/{writer}", urls[server], baseline)
-                    got["server_cpu_s"] = process_cpu_s(pids[server]) - server_cpu
+                    got["server_cpu_s"] = cpu_of[server]() - server_cpu
                     want = local[writer]
                     if (got["values"], got["elements"], got["checksum"]) != (want["values"], want["elements"],
                                                                               want["checksum"]):
                         raise BenchmarkError(f"{reader} via {server} read other values from {writer}'s trial")
                     got.update(writer=writer, server=server, variant=reader, round=round_no)
                     runs.append(got)
-                    print(f"  round {round_no + 1}/{rounds} {writer:<7} {server:<6} {reader:<15}"
+                    print(f"  round {round_no + 1}/{rounds} {writer:<7} {server:<10} {reader:<15}"
                           f" {got['read_s']:7.3f} s  {got['bytes'] / got['read_s'] / 1e9:6.3f} GB/s"
                           f"  CPU reader {got['cpu_s']:.2f} s, server {got['server_cpu_s']:.2f} s", flush=True)
         print(report(runs, trials, readers))
         small_steps = args.small_steps if args.small_steps is not None else (3 if args.quick else 20)
-        small_runs = (read_small(small_steps, side, work, ranged_url, ranged.pid, rounds, rng, baseline)
-                      if small_steps else [])
+        small_servers = {name: (urls[name], cpu_of[name]) for name in ("ranged", "localstack") if name in urls}
+        small_runs = read_small(small_steps, side, work, small_servers, rounds, rng, baseline) if small_steps else []
         if small_runs:
             print(small_report(small_runs))
         load = os.getloadavg()
@@ -209,14 +261,17 @@ def main(argv: list[str] | None = None) -> int:
         for proc in servers:
             proc.terminate()
             proc.wait(30)
+        if localstack is not None:
+            subprocess.run(["docker", "rm", "-f", localstack], capture_output=True, check=False)
         shutil.rmtree(work, ignore_errors=True)
     return 0
 
 
-def read_small(steps: int, side: Path | None, work: Path, url: str, server_pid: int, rounds: int,
-               rng: random.Random, baseline: str | None) -> list[dict[str, Any]]:
-    """Small values from S3: the small trial by each writer, uploaded to the (ranged) server, every
-    value read by each reader each round in a shuffled order; each read checked against the local one."""
+def read_small(steps: int, side: Path | None, work: Path, servers: dict[str, tuple[str, Callable[[], float]]],
+               rounds: int, rng: random.Random, baseline: str | None) -> list[dict[str, Any]]:
+    """Small values from S3: the small trial by each writer, uploaded to each server (name: its URL
+    and its CPU time so far), every value read by each reader from each server each round in a
+    shuffled order; each read checked against the local one."""
     smdebugs = {"smdebug": side} if side is not None else {}
     fast = smdebug_fast_python() if side is not None else None
     if fast is not None:
@@ -227,24 +282,26 @@ def read_small(steps: int, side: Path | None, work: Path, url: str, server_pid: 
         out = work / f"small-{writer}"
         run_worker(side if writer == "smdebug" else our_python(), "write_trial.py",  # type: ignore[arg-type]
                    ["--writer", writer, "--workload", "small", "--steps", str(steps), "--out-dir", str(out)], writer, 900)
-        upload(url, out, f"small-{writer}")
+        for url, _ in servers.values():
+            upload(url, out, f"small-{writer}")
         trials[writer] = read("ours", str(out), None, None)
     print(f"small values from S3: {steps} steps x 49 tensors per trial, readers: {', '.join(readers)}", flush=True)
     runs: list[dict[str, Any]] = []
     for round_no in range(rounds):
-        pairs = [(w, r) for w in trials for r in readers]
-        rng.shuffle(pairs)
-        for writer, reader in pairs:
-            server_cpu = process_cpu_s(server_pid)
+        triples = [(s, w, r) for s in servers for w in trials for r in readers]
+        rng.shuffle(triples)
+        for server, writer, reader in triples:
+            url, server_cpu_s = servers[server]
+            server_cpu = server_cpu_s()
             got = read(reader, f"s3://{BUCKET}/small-{writer}", url, baseline, smdebugs)
-            got["server_cpu_s"] = process_cpu_s(server_pid) - server_cpu
+            got["server_cpu_s"] = server_cpu_s() - server_cpu
             want = trials[writer]
             if (got["values"], got["elements"]) != (want["values"], want["elements"]) or not math.isclose(
                     got["checksum"], want["checksum"], rel_tol=1e-9):
                 raise BenchmarkError(f"{reader} read other small values from {writer}'s trial on S3")
-            got.update(writer=writer, variant=reader, round=round_no)
+            got.update(writer=writer, server=server, variant=reader, round=round_no)
             runs.append(got)
-            print(f"  round {round_no + 1}/{rounds} small {writer:<7} {reader:<15} {got['read_s']:7.3f} s"
+            print(f"  round {round_no + 1}/{rounds} small {writer:<7} {server:<10} {reader:<15} {got['read_s']:7.3f} s"
                   f"  CPU reader {got['cpu_s']:.2f} s, server {got['server_cpu_s']:.2f} s", flush=True)
     return runs
 
@@ -252,10 +309,10 @@ def read_small(steps: int, side: Path | None, work: Path, url: str, server_pid: 
 def small_report(runs: list[dict[str, Any]]) -> str:
     """Per trial and reader: median and fastest read time, CPU; each smdebug reader's time ÷ ours,
     paired by round (median over rounds), against the target of 10x."""
-    lines = ["| trial by | reader | values | median s | fastest s | CPU s reader + server (median) |"
-             " ÷ ours, paired (smdebug readers) |", "|---|---|---|---|---|---|---|"]
-    for writer in dict.fromkeys(r["writer"] for r in runs):
-        mine = [r for r in runs if r["writer"] == writer]
+    lines = ["| server | trial by | reader | values | median s | fastest s | CPU s reader + server (median) |"
+             " ÷ ours, paired (smdebug readers) |", "|---|---|---|---|---|---|---|---|"]
+    for server, writer in dict.fromkeys((r["server"], r["writer"]) for r in runs):
+        mine = [r for r in runs if r["writer"] == writer and r["server"] == server]
         ours = {r["round"]: r["read_s"] for r in mine if r["variant"] == "ours"}
         for reader in [r for r in SMALL_READERS if any(m["variant"] == r for m in mine)]:
             theirs = [r for r in mine if r["variant"] == reader]
@@ -264,7 +321,7 @@ def small_report(runs: list[dict[str, Any]]) -> str:
             if reader.startswith("smdebug"):
                 paired = statistics.median(r["read_s"] / ours[r["round"]] for r in theirs)
                 ratio = f"{paired:.1f}× ({'≥ 10×: met' if paired >= 10 else 'below 10×'})"
-            lines.append(f"| {writer} | {reader} | {theirs[0]['values']} | {statistics.median(t):.3f} | {min(t):.3f} |"
+            lines.append(f"| {server} | {writer} | {reader} | {theirs[0]['values']} | {statistics.median(t):.3f} | {min(t):.3f} |"
                          f" {statistics.median(r['cpu_s'] + r['server_cpu_s'] for r in theirs):.2f} | {ratio} |")
     return "\n".join(lines)
 
@@ -284,10 +341,10 @@ def report(runs: list[dict[str, Any]], trials: dict[str, Path], readers: list[st
                     cpu.setdefault(r["server"], []).append(r["cpu_s"] + r["server_cpu_s"])
                     size = r["bytes"]
             paired = statistics.median(times["ranged"][k] / times["whole"][k] for k in times["ranged"])
-            for server in ("whole", "ranged"):
+            for server in [name for name in ("whole", "ranged", "localstack") if name in times]:
                 t = list(times[server].values())
                 lines.append(f"| {writer} | {reader} | {server} | {statistics.median(t):.3f} | {min(t):.3f} |"
-                             f" {size / statistics.median(t) / 1e9:.3f} | {'' if server == 'whole' else f'{paired:.3f}'} |"
+                             f" {size / statistics.median(t) / 1e9:.3f} | {f'{paired:.3f}' if server == 'ranged' else ''} |"
                              f" {statistics.median(cpu[server]):.2f} |")
     return "\n".join(lines)
 

@@ -78,11 +78,12 @@ def test_small_values_from_s3_by_smdebug_beside_ours(tmp_path: Path, smdebug_pyt
     AWS_ENDPOINT_URL_S3) and gets the values our reader gets; the report pairs its time with ours."""
     import random
 
-    from benchmarks.s3_read import read_small, small_report, start_server
+    from benchmarks.s3_read import process_cpu_s, read_small, small_report, start_server
 
     server, url = start_server(tmp_path / "data", False, tmp_path / "server.log")
     try:
-        runs = read_small(2, smdebug_python, tmp_path, url, server.pid, 1, random.Random(0), None)
+        runs = read_small(2, smdebug_python, tmp_path, {"ranged": (url, lambda: process_cpu_s(server.pid))}, 1,
+                          random.Random(0), None)
     finally:
         server.terminate()
         server.wait(30)

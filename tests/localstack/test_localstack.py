@@ -169,3 +169,25 @@ def test_docker_runtime_reaches_localstack_through_the_gateway(
     sms = _localstack_json(f"{localstack_url}/_aws/sns/sms-messages")["sms_messages"].get(phone, [])
     assert len(sms) == 1 and f"training job {job} found an issue" in sms[0]["Message"], sms
     assert f"jobs/{job}/debug-output/training_job_end.ts" in keys(aws_client("s3", localstack_url), f"jobs/{job}/")
+
+
+def test_reads_from_localstack_by_the_s3_benchmark(localstack_url: str, docker_client: Any, tmp_path: Path) -> None:
+    """benchmarks/s3_read.py's LocalStack part on the session's container: the small trial uploaded,
+    read back by our reader and the facade with the local read's values, the container's CPU time
+    counted from its control group."""
+    import os
+    import random
+
+    from benchmarks.s3_read import cgroup_cpu_s, read_small
+    from tests.localstack.conftest import LABEL, PID_LABEL
+
+    mine = [c for c in docker_client.containers.list(filters={"label": f"{LABEL}=localstack"})
+            if c.labels.get(PID_LABEL) == str(os.getpid())]
+    assert len(mine) == 1
+    pid = int(mine[0].attrs["State"]["Pid"])
+    before = cgroup_cpu_s(pid)
+    runs = read_small(2, None, tmp_path, {"localstack": (localstack_url, lambda: cgroup_cpu_s(pid))}, 1,
+                      random.Random(0), None)
+    assert {(r["server"], r["variant"]) for r in runs} == {("localstack", "ours"), ("localstack", "facade")}
+    assert all(r["values"] == 2 * 49 for r in runs)
+    assert cgroup_cpu_s(pid) > before and all(r["server_cpu_s"] > 0 for r in runs)

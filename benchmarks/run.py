@@ -4,6 +4,7 @@
     python benchmarks/run.py --quick    # smoke run: a few steps, one round
     python benchmarks/run.py --no-smdebug --quick   # our side only (no side virtualenv needed)
     python benchmarks/run.py --baseline-root /path/to/older/checkout   # + that checkout's hook, same rounds
+    python benchmarks/run.py --parts s3  # reads from the embedded S3 and LocalStack (benchmarks/s3_read.py)
 
 Every measurement is its own process: our hook and the no-hook baseline under this python, the
 smdebug hook (and a second no-hook baseline) under the side virtualenv's python. Each hooked run
@@ -174,14 +175,62 @@ def run_reading(settings: BenchSettings, side_python: Path | None, work: Path, l
             "runs": runs, "summary": report.summarize_reading(runs)}
 
 
+PARTS = ("train", "read", "reader", "s3")
+
+
+def localstack_image_present(image: str) -> bool:
+    """Whether a Docker engine answers and holds `image`."""
+    try:
+        return subprocess.run(["docker", "image", "inspect", image], capture_output=True, timeout=30).returncode == 0
+    except (OSError, subprocess.TimeoutExpired):
+        return False
+
+
+def run_s3_part(quick: bool, side_python: Path | None, work: Path, log: Log, localstack: bool) -> dict[str, Any]:
+    """benchmarks/s3_read.py in its own process (it runs servers and a container): its lines go to
+    the log as they come; its JSON line and its tables become this part's results."""
+    from benchmarks.s3_read import LOCALSTACK_IMAGE
+
+    args = [sys.executable, str(REPO_ROOT / "benchmarks" / "s3_read.py"), "--work-dir", str(work / "s3")]
+    args += ["--quick"] if quick else []
+    args += ["--smdebug-python", str(side_python)] if side_python is not None else ["--no-smdebug"]
+    with_localstack = localstack and localstack_image_present(LOCALSTACK_IMAGE)
+    args += ["--localstack"] if with_localstack else []
+    proc = subprocess.Popen(args, cwd=REPO_ROOT, stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True)
+    lines = []
+    assert proc.stdout is not None
+    for line in proc.stdout:
+        line = line.rstrip("\n")
+        lines.append(line)
+        if not line.startswith("{"):
+            log(line)
+    if proc.wait() != 0 or not lines or not lines[-1].startswith("{"):
+        raise BenchmarkError(f"benchmarks/s3_read.py failed (exit {proc.returncode}): {lines[-3:]}")
+    result = json.loads(lines[-1])
+    tables: list[list[str]] = []  # each run of consecutive table lines is one table
+    for before, line in zip([""] + lines, lines):
+        if line.startswith("|"):
+            if not before.startswith("|"):
+                tables.append([])
+            tables[-1].append(line)
+    result["markdown"] = ("Reads from S3 (benchmarks/s3_read.py): the embedded S3"
+                          + (" and LocalStack" if with_localstack else "") + ", large then small values.\n\n"
+                          + "\n\n".join("\n".join(t) for t in tables) + "\n")
+    result["localstack"] = with_localstack
+    return dict(result)
+
+
 def parse_args(argv: list[str] | None) -> argparse.Namespace:
     parser = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
     parser.add_argument("--quick", action="store_true", help="a few steps, one round: a smoke run")
     parser.add_argument("--no-smdebug", action="store_true", help="our side only (no side virtualenv)")
-    parser.add_argument("--parts", default="train,read,reader",
+    parser.add_argument("--parts", default=",".join(PARTS),
                         help="comma-separated: train (the hook's step time), read (one 50-step trial of the"
                              " training model), reader (small and large tensors, both writers, ours, ours through"
-                             " smdebug's API and smdebug: benchmarks/reader.py); default all")
+                             " smdebug's API and smdebug: benchmarks/reader.py), s3 (the same from the embedded S3"
+                             " and LocalStack: benchmarks/s3_read.py); default all")
+    parser.add_argument("--no-localstack", action="store_true",
+                        help="s3 part: not from LocalStack even where its image and a Docker engine are there")
     parser.add_argument("--large-steps", type=int, help="reader part: 64 MiB values per large trial (default 8)")
     parser.add_argument("--reader-rounds", type=int, help="reader part: rounds (default 3)")
     parser.add_argument("--smdebug-python", help="the side virtualenv's python (default $SDLOCAL_SMDEBUG_PYTHON)")
@@ -200,8 +249,8 @@ def parse_args(argv: list[str] | None) -> argparse.Namespace:
 def main(argv: list[str] | None = None, log: Log = print) -> int:
     args = parse_args(argv)
     parts = {p.strip() for p in args.parts.split(",") if p.strip()}
-    if not parts <= {"train", "read", "reader"} or not parts:
-        raise SystemExit(f"--parts: expected some of train, read, reader, got {args.parts!r}")
+    if not parts <= set(PARTS) or not parts:
+        raise SystemExit(f"--parts: expected some of {', '.join(PARTS)}, got {args.parts!r}")
     settings = (QUICK if args.quick else FULL).with_overrides(steps=args.steps, repeats=args.repeats)
     side_python = None if args.no_smdebug else smdebug_python(args.smdebug_python)
     if not args.no_smdebug and (side_python is None or not side_python.exists()):
@@ -234,6 +283,9 @@ def main(argv: list[str] | None = None, log: Log = print) -> int:
             log("reader: small and large tensors, trials by both writers")
             results["reader"] = reader.run_part(args.quick, side_python, work, log, args.seed, args.large_steps,
                                                 args.reader_rounds)
+        if "s3" in parts:
+            log("s3: large and small values from the embedded S3" + ("" if args.no_localstack else " and LocalStack"))
+            results["s3"] = run_s3_part(args.quick, side_python, work, log, not args.no_localstack)
     except BenchmarkError as e:
         print(f"benchmark failed: {e}", file=sys.stderr)
         return 1
@@ -246,6 +298,8 @@ def main(argv: list[str] | None = None, log: Log = print) -> int:
         from benchmarks import reader_report
 
         text += "\n" + reader_report.markdown({**results["reader"], "machine": results["machine"]})
+    if "s3" in results:
+        text += "\n" + results["s3"]["markdown"]
     results["markdown"] = text
     args.results_dir.mkdir(parents=True, exist_ok=True)
     out = args.results_dir / f"bench-{settings.mode}-{time.strftime('%Y%m%dT%H%M%SZ', time.gmtime())}.json"

@@ -8,7 +8,8 @@ whole, once, and serves its small records from memory: one GET per step file ins
 tensor, and no system call per value locally.
 
 What is kept: files up to MAX_FILE_BYTES (the index says how far a file's records reach), while
-the trial holds at most BUDGET_BYTES of them. A file read only once (a rule that reads the loss
+the trial holds at most BUDGET_BYTES of them (32 MiB: a rule's evaluator that follows a long job
+keeps no more than that). A file read only once (a rule that reads the loss
 alone) is never fetched whole. Events files are written once and renamed into place by both
 writers, never rewritten, so a file's bytes cannot change while they are kept. The bytes are
 read-only: every value is decoded from them into memory of its own (`_decode.record_value` copies
@@ -23,13 +24,15 @@ same choice for file descriptors).
 from __future__ import annotations
 
 import random
+import threading
 from typing import TYPE_CHECKING
 
 if TYPE_CHECKING:
     from sdlocal.trial.storage import Storage
 
 MAX_FILE_BYTES = 1 << 20
-BUDGET_BYTES = 64 << 20
+BUDGET_BYTES = 32 << 20  # per trial: an evaluator following a long job holds at most this much
+MAX_TOUCHED = 1 << 16  # files remembered as read from once (forgotten all at once beyond this)
 SMALL_RECORD_BYTES = 64 << 10  # records below this size are served from kept files
 RANDOM_EVICTION = 8
 
@@ -41,6 +44,7 @@ class FileCache:
         self._files: dict[str, memoryview] = {}
         self._touched: set[str] = set()
         self._evictions = 0
+        self._lock = threading.Lock()  # around changes: a trial may be read from several threads
 
     def get(self, storage: Storage, key: str, size: int) -> memoryview | None:
         """The first `size` bytes of `key` (read-only; shorter if the file is), or None where the
@@ -53,22 +57,31 @@ class FileCache:
         if size > MAX_FILE_BYTES or size > self.budget:
             return None
         if key not in self._touched:
-            self._touched.add(key)
+            with self._lock:
+                if len(self._touched) >= MAX_TOUCHED:
+                    self._touched.clear()
+                self._touched.add(key)
             return None
         data = storage.read_range(key, 0, size).toreadonly()
         self._keep(key, data)
         return data
 
     def _keep(self, key: str, data: memoryview) -> None:
-        while self._files and self.held + len(data) > self.budget:
-            self._evictions += 1
-            victim = (random.choice(list(self._files)) if self._evictions % RANDOM_EVICTION == 0
-                      else next(reversed(self._files)))
-            self.held -= len(self._files.pop(victim))
-        self._files[key] = data
-        self.held += len(data)
+        with self._lock:
+            self._pop(key)
+            while self._files and self.held + len(data) > self.budget:
+                self._evictions += 1
+                victim = (random.choice(list(self._files)) if self._evictions % RANDOM_EVICTION == 0
+                          else next(reversed(self._files)))
+                self._pop(victim)
+            self._files[key] = data
+            self.held += len(data)
 
     def drop(self, key: str) -> None:
+        with self._lock:
+            self._pop(key)
+
+    def _pop(self, key: str) -> None:
         data = self._files.pop(key, None)
         if data is not None:
             self.held -= len(data)

@@ -33,7 +33,7 @@ def _run_quick(tmp_path: Path, *extra: str) -> dict:  # type: ignore[type-arg]
 
 @pytest.mark.slow
 def test_quick_run_of_our_side(tmp_path: Path) -> None:
-    results = _run_quick(tmp_path, "--no-smdebug")
+    results = _run_quick(tmp_path, "--no-smdebug", "--parts", "train,read")
 
     runs = results["training"]["runs"]
     assert sorted({r["variant"] for r in runs}) == ["none-ours", "ours"]
@@ -169,3 +169,18 @@ def test_one_command_runs_the_reader_part_through_smdebugs_api_too(tmp_path: Pat
     assert large["verdict"] in ("PASS", "FAIL")
     assert "via smdebug API GB/s" in results["markdown"] and "Load average at the end" in results["markdown"]
     assert list(tmp_path.joinpath("work").iterdir()) == []  # trials cleaned up
+
+
+@pytest.mark.slow
+def test_one_command_runs_the_s3_part_too(tmp_path: Path) -> None:
+    """`run.py --parts s3`: benchmarks/s3_read.py in the same run, its figures in the report (large
+    values by both servers, small values), its trials cleaned up."""
+    results = _run_quick(tmp_path, "--no-smdebug", "--no-localstack", "--parts", "s3")
+    part = results["s3"]
+    assert part["localstack"] is False
+    assert {r["server"] for r in part["runs"]} == {"ranged", "whole"}
+    assert {r["variant"] for r in part["small_runs"]} == {"ours", "facade"}
+    text = results["markdown"]
+    assert "| trial by | reader | server |" in text and "| server | trial by | reader | values |" in text
+    assert "\n\n| server | trial by" in text  # two tables, not one
+    assert list(tmp_path.joinpath("work").iterdir()) == []

@@ -81,6 +81,20 @@ def _json_response(start_response: Callable[..., Any], status: int, body: Mappin
     return [data]
 
 
+def local_client(service: str, url: str) -> Any:
+    """A client of this server's moto. Request compression off: botocore gzips a request body of
+    10 KiB and more where the API allows it (PutMetricData: a job's metrics, batched while the
+    machine is busy), and moto's server answers such a request with a 500 (BadGzipFile), so the
+    job's metrics were lost whenever a batch grew that large."""
+    import boto3
+    from botocore.config import Config
+
+    return boto3.client(service, endpoint_url=url, region_name=REGION,
+                        aws_access_key_id=DUMMY_CREDENTIALS["AWS_ACCESS_KEY_ID"],
+                        aws_secret_access_key=DUMMY_CREDENTIALS["AWS_SECRET_ACCESS_KEY"],
+                        config=Config(disable_request_compression=True))
+
+
 class Dispatcher:
     def __init__(self, api: SageMakerApi, moto_app: WsgiApp, echo: Callable[[str], None]) -> None:
         self.api = api
@@ -150,11 +164,7 @@ class ServeServer:
         self._thread = threading.Thread(target=self._server.serve_forever, name="sdlocal-serve", daemon=True)
 
     def client(self, service: str) -> Any:
-        import boto3
-
-        return boto3.client(service, endpoint_url=self.url, region_name=REGION,
-                            aws_access_key_id=DUMMY_CREDENTIALS["AWS_ACCESS_KEY_ID"],
-                            aws_secret_access_key=DUMMY_CREDENTIALS["AWS_SECRET_ACCESS_KEY"])
+        return local_client(service, self.url)
 
     def start(self) -> None:
         self._thread.start()

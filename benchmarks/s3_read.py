@@ -23,8 +23,8 @@ round), and the CPU time of the reader's process plus the server's during the re
 wall time on a loaded machine); then one JSON line.
 
 Small values (`--small-steps`, default 20): the small trial of benchmarks/reader.py (49 tensors of
-at most 32x32 floats per step file), written by each writer and uploaded to the ranged server, is
-read every round by `ours`, `facade`, `facade-baseline` (with `--baseline-root`), `smdebug` (the
+at most 32x32 floats per step file), written by each writer and uploaded to the ranged server (and
+LocalStack, `--localstack`), is read from each every round by `ours`, `facade`, `facade-baseline` (with `--baseline-root`), `smdebug` (the
 side virtualenv, pure-Python protobuf) and `smdebug-fast` (smdebug on upb, where
 `benchmarks/smdebug_upb.py --make` made its virtualenv), each finding the server through
 AWS_ENDPOINT_URL_S3; printed: each smdebug reader's time ÷ ours, paired by round (target 10x).
@@ -181,7 +181,7 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--small-steps", type=int,
                         help="small values too: the small trial of benchmarks/reader.py (49 tensors of at most 32x32"
                              " floats per step file), this many steps per writer, read by ours, the facade, smdebug and"
-                             " smdebug-fast from the ranged server (default 20; quick 3; 0: none)")
+                             " smdebug-fast from the ranged server and LocalStack (default 20; quick 3; 0: none)")
     parser.add_argument("--localstack", nargs="?", const=LOCALSTACK_IMAGE, metavar="IMAGE",
                         help="also read from a LocalStack container (a Docker engine; default image"
                              f" {LOCALSTACK_IMAGE}, built by localstack/build-image): large and small values")

@@ -69,7 +69,7 @@ def site_packages(python: str) -> Path:
                          capture_output=True, text=True, check=False)
     if out.returncode != 0:
         raise SystemExit(f"{python}: cannot import smdebug: {out.stderr.strip().splitlines()[-1:]}")
-    return Path(out.stdout.strip()).parent
+    return Path(out.stdout.strip().splitlines()[-1]).parent  # the last line: smdebug may log to stdout first
 
 
 def make_venv(venv: Path) -> str:

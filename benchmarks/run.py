@@ -179,10 +179,14 @@ PARTS = ("train", "read", "reader", "s3")
 
 
 def localstack_image_present(image: str) -> bool:
-    """Whether a Docker engine answers and holds `image`."""
+    """Whether a Docker engine answers and holds `image` (the launcher's image_exists; no engine: False)."""
+    from docker.errors import DockerException
+
+    from sdlocal.launcher.images.build import image_exists
+
     try:
-        return subprocess.run(["docker", "image", "inspect", image], capture_output=True, timeout=30).returncode == 0
-    except (OSError, subprocess.TimeoutExpired):
+        return image_exists(image)
+    except (DockerException, OSError):
         return False
 
 

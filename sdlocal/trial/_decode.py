@@ -240,11 +240,7 @@ def read_value(storage: Storage, key: str, start: int, length: int) -> np.ndarra
         data = storage.read_range(key, start, length, aligned_at)
     else:
         data = storage.read_range(key, start, length, aligned_at, locate)
-    if len(data) != length:
-        raise CorruptRecordError(
-            f"truncated: index says {length} bytes, file has {len(data)}", where=f"{storage.uri}/{key}", offset=start
-        )
-    value = record_value(data, storage.uri, key, start)
+    value = read_record_value(data, length, storage.uri, key, start)
     # read in one request (S3): aligned by a copy where it landed unaligned, which costs little
     # beside the request itself
     return value.copy() if large and aligned_at is None and not value.flags.aligned else value
@@ -263,6 +259,15 @@ def _data_offset(head: memoryview, length: int) -> int | None:
     except IndexError:
         return None
     return None if layout is None else layout[2]
+
+
+def read_record_value(data: memoryview, length: int, uri: str, key: str, offset: int) -> np.ndarray:
+    """record_value of `data`, what a read of the `length`-byte record at `offset` of `key` got:
+    fewer bytes are a truncated file (CorruptRecordError naming file and offset)."""
+    if len(data) != length:
+        raise CorruptRecordError(f"truncated: index says {length} bytes, file has {len(data)}",
+                                 where=f"{uri}/{key}", offset=offset)
+    return record_value(data, uri, key, offset)
 
 
 def record_value(buf: memoryview, uri: str, key: str, offset: int) -> np.ndarray:

@@ -25,7 +25,7 @@ from typing import Any
 
 import numpy as np
 
-from sdlocal.trial._decode import read_value, record_value
+from sdlocal.trial._decode import read_record_value, read_value
 from sdlocal.trial._file_cache import SMALL_RECORD_BYTES, FileCache
 from sdlocal.trial._index import IndexState, Location, parse_index_key
 from sdlocal.trial.collection import CollectionsFile
@@ -459,12 +459,8 @@ class Trial:
         if length < SMALL_RECORD_BYTES:
             data = self._files.get(self.storage, key, self._index.file_ends.get(key, 0))
             if data is not None:
-                end = start + length
                 try:
-                    if end > len(data):
-                        raise CorruptRecordError(f"truncated: index says {length} bytes, file has {max(0, len(data) - start)}",
-                                                 where=f"{self.storage.uri}/{key}", offset=start)
-                    return record_value(data[start:end], self.storage.uri, key, start)
+                    return read_record_value(data[start:start + length], length, self.storage.uri, key, start)
                 except CorruptRecordError:
                     self._files.drop(key)  # read again next time: a damaged file may be replaced
                     raise

@@ -11,7 +11,7 @@ from pathlib import Path
 import numpy as np
 import pytest
 
-from benchmarks.smdebug_upb import MARK, rewrite
+from benchmarks.smdebug_upb import MARK, rewrite, site_packages
 from sdlocal.trial import ModeKeys, TrialWriter
 
 PARSE = """
@@ -30,8 +30,7 @@ print(json.dumps(out))
 
 
 def test_rewritten_modules_parse_events_on_upb(smdebug_python: Path, tmp_path: Path) -> None:
-    side = Path(subprocess.run([str(smdebug_python), "-c", "import smdebug, os; print(os.path.dirname(smdebug.__file__))"],
-                               capture_output=True, text=True, check=True).stdout.strip().splitlines()[-1])
+    side = site_packages(str(smdebug_python)) / "smdebug"
     package = tmp_path / "pkg"
     proto = package / "smdebug" / "core" / "tfevent" / "proto"
     proto.mkdir(parents=True)
